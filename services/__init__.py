@@ -1,0 +1,1 @@
+"""Trainyard's four services and the core they share."""

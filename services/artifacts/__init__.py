@@ -1,0 +1,1 @@
+"""ArtifactService: objects, grants, read-back verification, retention, provenance."""

@@ -1,0 +1,1 @@
+"""ClaimService: executors, tasks and leases — the executor wire."""

@@ -1,0 +1,1 @@
+"""What every service shares: config, store, auth, errors, ids, page tokens, lifecycle, audit."""

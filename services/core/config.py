@@ -1,0 +1,96 @@
+"""One frozen configuration object per process, read from `TRAINYARD_*` variables.
+
+Only `main` functions call `Config.from_env`; everything else receives the object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from services.core import keys
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything a Trainyard process reads from its environment."""
+
+    home: Path
+    database_url: str
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    # The address other processes reach the gateway at (services call each other through it).
+    gateway_url: str = "http://127.0.0.1:8080"
+    bind_host: str = "127.0.0.1"
+    # 0 binds an ephemeral port; the process writes the one it got under `home/run/`.
+    service_ports: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    lease_ttl_seconds: int = 600
+    report_interval_seconds: int = 20
+    queue_limit: int = 64
+    execution_limit_seconds: int = 21_600
+    retention_days: int = 30
+    s3_endpoint: str = ""
+    s3_region: str = "us-east-1"
+    s3_bucket: str = "trainyard"
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    # A key of the platform role the services use to call each other.
+    service_key: str = ""
+    # The master key in hex; empty reads (or first generates) `home/master.key`.
+    master_key_hex: str = ""
+    log_format: str = "auto"
+    log_level: str = "INFO"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def master_key_path(self) -> Path:
+        return self.home / "master.key"
+
+    def master_key(self) -> bytes:
+        return keys.master_key(self.master_key_path, self.master_key_hex)
+
+    def port_for(self, service: str) -> int:
+        return int(self.service_ports.get(service, 0))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if env is None else env
+
+        def num(name: str, default: int) -> int:
+            raw = env.get(f"TRAINYARD_{name}", "")
+            return int(raw) if raw.strip() else default
+
+        home = Path(env.get("TRAINYARD_HOME") or "./.trainyard").resolve()
+        gateway_port = num("GATEWAY_PORT", 8080)
+        gateway_host = env.get("TRAINYARD_GATEWAY_HOST") or "127.0.0.1"
+        return cls(
+            home=home,
+            database_url=env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{home / 'trainyard.db'}",
+            gateway_host=gateway_host,
+            gateway_port=gateway_port,
+            gateway_url=env.get("TRAINYARD_GATEWAY_URL") or f"http://{gateway_host}:{gateway_port}",
+            bind_host=env.get("TRAINYARD_BIND_HOST") or "127.0.0.1",
+            service_ports={
+                name: num(f"{name.upper()}_PORT", 0)
+                for name in ("jobs", "claims", "artifacts", "meter")
+            },
+            lease_ttl_seconds=num("LEASE_TTL_SECONDS", 600),
+            report_interval_seconds=num("REPORT_INTERVAL_SECONDS", 20),
+            queue_limit=num("QUEUE_LIMIT", 64),
+            execution_limit_seconds=num("EXECUTION_LIMIT_SECONDS", 21_600),
+            retention_days=num("RETENTION_DAYS", 30),
+            s3_endpoint=env.get("TRAINYARD_S3_ENDPOINT", ""),
+            s3_region=env.get("TRAINYARD_S3_REGION") or "us-east-1",
+            s3_bucket=env.get("TRAINYARD_S3_BUCKET") or "trainyard",
+            s3_access_key=env.get("TRAINYARD_S3_ACCESS_KEY", ""),
+            s3_secret_key=env.get("TRAINYARD_S3_SECRET_KEY", ""),
+            service_key=env.get("TRAINYARD_SERVICE_KEY", ""),
+            master_key_hex=env.get("TRAINYARD_MASTER_KEY", ""),
+            log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
+            log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
+        )

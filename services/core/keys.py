@@ -1,0 +1,42 @@
+"""The deployment's master key and the keys derived from it.
+
+The master key (32 random bytes) comes from `TRAINYARD_MASTER_KEY` (hex) or is
+generated into `TRAINYARD_HOME/master.key` with mode 0600 on first start. Purposes get
+their own subkeys (HMAC-SHA256 of a label), so no two uses share key material.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from pathlib import Path
+
+
+def master_key(path: Path, env_value: str = "") -> bytes:
+    if env_value:
+        key = bytes.fromhex(env_value)
+        if len(key) != 32:
+            raise ValueError("TRAINYARD_MASTER_KEY must be 64 hex digits")
+        return key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+    text = ""
+    for _ in range(50):  # a process creating it concurrently may not have written it yet
+        text = path.read_text().strip()
+        if text:
+            break
+        time.sleep(0.02)
+    return bytes.fromhex(text)
+
+
+def derive(master: bytes, purpose: str) -> bytes:
+    return hmac.new(master, purpose.encode(), hashlib.sha256).digest()

@@ -1,0 +1,174 @@
+"""The one interceptor every service runs: request id, authentication, role check,
+domain errors to `google.rpc.Status`, and one log line per call."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import grpc
+from grpc_status import rpc_status
+
+from services.core import auth, context, errors
+from services.core.store import Store
+
+log = logging.getLogger(__name__)
+
+# Methods anyone may call: health and reflection answer before any key exists.
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+_CACHE_SECONDS = 10.0
+
+
+class Authenticator:
+    """Resolves keys against the store, caching a resolution for a few seconds."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._cache: dict[tuple[str, str], tuple[float, auth.Principal]] = {}
+
+    async def principal(self, metadata: Mapping[str, str]) -> auth.Principal:
+        key = auth.bearer(dict(metadata))
+        acting = metadata.get("x-org-id") or None
+        cache_key = (auth.hash_key(key or ""), acting or "")
+        hit = self._cache.get(cache_key)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+
+        def lookup() -> auth.Principal:
+            with self._store.unit(write=False) as session:
+                return auth.authenticate(session, key, acting)
+
+        found = await asyncio.to_thread(lookup)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[cache_key] = (time.monotonic() + _CACHE_SECONDS, found)
+        return found
+
+
+class GatewayInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every handler of a service.
+
+    `roles` maps a method's short name to the roles that may call it; a method not
+    named is open to every authenticated role.
+    """
+
+    def __init__(self, authenticator: Authenticator, roles: Mapping[str, frozenset[str]]) -> None:
+        self._auth = authenticator
+        self._roles = roles
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Any],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        method: str = details.method  # type: ignore[attr-defined]
+        if handler is None or method.startswith(_OPEN_PREFIXES):
+            return handler
+        allowed = self._roles.get(method.rsplit("/", 1)[-1])
+        return _wrap(handler, method, self._auth, allowed)
+
+
+def _wrap(
+    handler: grpc.RpcMethodHandler,
+    method: str,
+    authenticator: Authenticator,
+    allowed: frozenset[str] | None,
+) -> grpc.RpcMethodHandler:
+    async def enter(ctx: grpc.aio.ServicerContext) -> None:
+        metadata = {k: v for k, v in ctx.invocation_metadata() or () if isinstance(v, str)}
+        context.request_id.set(metadata.get("x-request-id") or uuid.uuid4().hex)
+        principal = await authenticator.principal(metadata)
+        if allowed is not None and principal.role not in allowed:
+            raise errors.PermissionDenied()
+        context.principal_var.set(principal)
+
+    async def fail(ctx: grpc.aio.ServicerContext, exc: BaseException) -> None:
+        if isinstance(exc, errors.DomainError):
+            status = exc.to_status()
+        elif isinstance(exc, NotImplementedError):
+            status = errors.Unimplemented().to_status()
+        else:
+            log.exception("unexpected failure in %s", method)
+            status = errors.internal_status(context.request_id.get())
+        await ctx.abort_with_status(rpc_status.to_status(status))
+
+    def done(started: float, code: str) -> None:
+        who = context.principal_var.get()
+        log.info(
+            "%s %s %.1fms org=%s",
+            method,
+            code,
+            (time.perf_counter() - started) * 1000,
+            who.org if who else "-",
+        )
+
+    def code_of(exc: BaseException) -> str:
+        if isinstance(exc, errors.DomainError):
+            return exc.reason
+        return "UNIMPLEMENTED" if isinstance(exc, NotImplementedError) else "INTERNAL_ERROR"
+
+    if handler.unary_unary or handler.stream_unary:
+        inner = handler.unary_unary or handler.stream_unary
+
+        async def unary(request: Any, ctx: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            try:
+                await enter(ctx)
+                result = inner(request, ctx)
+                if inspect.isawaitable(result):
+                    result = await result
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:  # every failure leaves as a Status
+                done(started, code_of(exc))
+                await fail(ctx, exc)
+                raise
+            done(started, "OK")
+            return result
+
+        factory = (
+            grpc.unary_unary_rpc_method_handler
+            if handler.unary_unary
+            else grpc.stream_unary_rpc_method_handler
+        )
+        return factory(
+            unary,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    inner_stream = handler.unary_stream or handler.stream_stream
+
+    async def streaming(request: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started = time.perf_counter()
+        try:
+            await enter(ctx)
+            produced = inner_stream(request, ctx)
+            if inspect.isawaitable(produced):
+                produced = await produced
+            async for item in produced:
+                yield item
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            done(started, code_of(exc))
+            await fail(ctx, exc)
+            raise
+        done(started, "OK")
+
+    factory = (
+        grpc.unary_stream_rpc_method_handler
+        if handler.unary_stream
+        else grpc.stream_stream_rpc_method_handler
+    )
+    return factory(
+        streaming,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )

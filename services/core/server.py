@@ -1,0 +1,121 @@
+"""Process bootstrap shared by the four services: a grpc.aio server with the gateway
+interceptor, health and reflection, its bound port published under `home/run/`, and a
+graceful SIGTERM (health NOT_SERVING, drain, exit)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.core import logs
+from services.core.config import Config
+from services.core.rpc import Authenticator, GatewayInterceptor
+from services.core.store import Store, open_store
+
+log = logging.getLogger(__name__)
+
+DRAIN_SECONDS = 10.0
+
+
+@dataclasses.dataclass
+class Service:
+    """A built, not yet started, service process."""
+
+    name: str
+    full_name: str
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    store: Store
+    background: list[Callable[[], asyncio.Future[None] | asyncio.Task[None]]] = dataclasses.field(
+        default_factory=list
+    )
+
+    async def start(self) -> None:
+        await self.server.start()
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set(self.full_name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float = DRAIN_SECONDS) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        self.store.dispose()
+
+
+def build(
+    config: Config,
+    *,
+    name: str,
+    full_name: str,
+    register: Callable[[grpc.aio.Server, Store], None],
+    roles: Mapping[str, frozenset[str]] | None = None,
+    store: Store | None = None,
+    port: int | None = None,
+) -> Service:
+    """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one."""
+    store = store or open_store(config.database_url)
+    server = grpc.aio.server(
+        interceptors=[GatewayInterceptor(Authenticator(store), roles or {})],
+        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+    )
+    register(server, store)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    wanted = config.port_for(name) if port is None else port
+    bound = server.add_insecure_port(f"{config.bind_host}:{wanted}")
+    if bound == 0:
+        raise RuntimeError(f"{name}: cannot bind port {wanted}")
+    return Service(name, full_name, server, bound, health_servicer, store)
+
+
+def _publish_port(run_dir: Path, name: str, port: int) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / f"{name}.port"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(str(port))
+    os.replace(tmp, path)
+    return path
+
+
+async def _serve(config: Config, build_service: Callable[[Config], Service]) -> None:
+    # The aio server binds to the running loop, so it is built inside it.
+    service = build_service(config)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await service.start()
+    port_file = _publish_port(config.run_dir, service.name, service.port)
+    tasks = [asyncio.ensure_future(start()) for start in service.background]
+    log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
+    await stopping.wait()
+    log.info("%s draining", service.name)
+    port_file.unlink(missing_ok=True)
+    for task in tasks:
+        task.cancel()
+    await service.stop()
+    log.info("%s stopped", service.name)
+
+
+def main(name: str, build_service: Callable[[Config], Service]) -> None:
+    """Entry point of `python -m services.<name>`."""
+    config = Config.from_env()
+    logs.configure(name, fmt=config.log_format, level=config.log_level)
+    asyncio.run(_serve(config, build_service))

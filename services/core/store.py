@@ -1,0 +1,174 @@
+"""The SQL store every service shares: engine, declarative base, unit of work, migrations.
+
+SQLite (the embedded default) runs in WAL mode with foreign keys and a busy timeout;
+a write unit takes the write lock up front (`BEGIN IMMEDIATE`) so two writers queue
+instead of failing on a lock upgrade. PostgreSQL is chosen by URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+log = logging.getLogger(__name__)
+
+_NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+class Base(DeclarativeBase):
+    """The declarative base of every table; each service declares the tables it owns."""
+
+    metadata = sa.MetaData(naming_convention=_NAMING)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UtcDateTime(sa.types.TypeDecorator[dt.datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware (SQLite drops the zone)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Any) -> dt.datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def normalise_url(url: str) -> str:
+    """Let `postgresql://` mean the psycopg 3 driver, which is the one installed."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def create_engine(url: str) -> Engine:
+    url = normalise_url(url)
+    if not url.startswith("sqlite"):
+        return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+    path = sa.engine.make_url(url).database
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the driver so BEGIN is ours (see _on_begin).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        write = conn.get_execution_options().get("trainyard_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+class Store:
+    """Units of work over one engine: a write unit commits on a clean exit, anything
+    else rolls back."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextlib.contextmanager
+    def unit(self, *, write: bool = True) -> Iterator[Session]:
+        with self._sessions() as session:
+            session.connection(execution_options={"trainyard_write": write})
+            try:
+                yield session
+                if write:
+                    session.commit()
+                else:
+                    session.rollback()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[sa.Connection]:
+    """Serialise migrations between processes starting together."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(7301)"))
+            conn.commit()
+            try:
+                yield conn
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(7301)"))
+                conn.commit()
+        return
+    path = engine.url.database
+    lock_path = Path(f"{path}.migrate.lock") if path and path != ":memory:" else None
+    if lock_path is None:
+        with engine.connect() as conn:
+            yield conn
+        return
+    with open(lock_path, "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            with engine.connect() as conn:
+                yield conn
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision; safe to call from every process."""
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with _migration_lock(engine) as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
+
+
+def open_store(url: str, *, run_migrations: bool = True) -> Store:
+    engine = create_engine(url)
+    if run_migrations:
+        migrate(engine)
+    return Store(engine)

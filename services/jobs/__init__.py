@@ -1,0 +1,1 @@
+"""JobService: jobs, attempts, the model catalog, estimates, dataset snapshots, events."""

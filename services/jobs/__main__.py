@@ -1,0 +1,4 @@
+from services.core.server import main
+from services.jobs.server import build_server
+
+main("jobs", build_server)

@@ -1,0 +1,163 @@
+"""The model catalog: each trainable base with its profile and support table.
+
+`GET /v1/train/models` is answered from these objects and create validation reads the
+same ones, so the catalog and the validator cannot disagree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from trainyard.job.v1 import job_pb2, model_pb2
+
+FIXTURE_BASE = "fixture-tiny-llm"
+FIXTURE_DATASET = "fixture:synthetic-tiny-v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class FixtureArchitecture:
+    """The built-in model's shape: a small Llama-style causal LM over bytes."""
+
+    vocab_size: int = 259  # 256 bytes plus pad, bos, eos
+    hidden_size: int = 256
+    intermediate_size: int = 1024
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    max_position_embeddings: int = 2048
+
+    @property
+    def parameters(self) -> int:
+        h, i, v = self.hidden_size, self.intermediate_size, self.vocab_size
+        kv = h // self.num_attention_heads * self.num_key_value_heads
+        per_layer = h * h * 2 + h * kv * 2 + 3 * h * i + 2 * h
+        return self.num_hidden_layers * per_layer + 2 * v * h + h
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+    """One trainable base: its catalog entry, defaults and bounds."""
+
+    name: str
+    revision: str
+    description: str
+    parameters: int
+    defaults: Mapping[str, float | int | str]
+    adaptation: Mapping[str, object]
+    ranges: Mapping[str, tuple[float, float]]
+    adaptations: tuple[str, ...]
+    outputs: tuple[str, ...]
+    devices: tuple[str, ...]
+    datasets: tuple[str, ...]
+    loss_masks: tuple[str, ...] = ("assistant_only", "full_sequence")
+    precisions: tuple[str, ...] = ("fp32", "bf16")
+    targets: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()
+    zero_stage: int = 0
+    duration: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def default_output_kind(self, mode: str) -> str:
+        return "lora" if mode in ("lora", "qlora") else "checkpoint"
+
+    def to_proto(self) -> model_pb2.BaseModel:
+        defaults = job_pb2.Hyperparameters(**self.defaults)  # type: ignore[arg-type]
+        return model_pb2.BaseModel(
+            name=self.name,
+            revision=self.revision,
+            description=self.description,
+            parameters=self.parameters,
+            profile=model_pb2.ModelProfile(
+                defaults=defaults,
+                adaptation=job_pb2.Adaptation(**self.adaptation),  # type: ignore[arg-type]
+                objective=job_pb2.Objective(loss="cross_entropy", loss_mask=self.loss_masks[0]),
+                output=job_pb2.Output(kind=self.default_output_kind(str(self.adaptation["mode"]))),
+                ranges=[
+                    model_pb2.FieldRange(field=field, min=lo, max=hi)
+                    for field, (lo, hi) in sorted(self.ranges.items())
+                ],
+                zero_stage=self.zero_stage,
+                duration=model_pb2.DurationModel(**self.duration),  # type: ignore[arg-type]
+            ),
+            support=model_pb2.SupportTable(
+                adaptations=self.adaptations,
+                protect=self.protect,
+                terms=self.terms,
+                outputs=self.outputs,
+                datasets=self.datasets,
+                devices=self.devices,
+                loss_masks=self.loss_masks,
+                base_load_precisions=self.precisions,
+                evaluation_suites=self.suites,
+                targets=self.targets,
+            ),
+        )
+
+
+FIXTURE = Base(
+    name=FIXTURE_BASE,
+    revision="v1",
+    description="A small Llama-style causal LM over bytes, built from a config with a seeded "
+    "init; trains on a CPU in seconds.",
+    parameters=FixtureArchitecture().parameters,
+    defaults={
+        "num_train_epochs": 3,
+        "learning_rate": 1e-3,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "warmup_steps": 0,
+        "max_seq_length": 256,
+        "early_stopping_patience": 0,
+        "base_load_precision": "fp32",
+        "save_steps": 10,
+        "seed": 0,
+        "weight_decay": 0.0,
+    },
+    adaptation={"mode": "full"},
+    ranges={
+        "hyperparameters.num_train_epochs": (1, 100),
+        "hyperparameters.max_steps": (1, 100),
+        "hyperparameters.learning_rate": (1e-7, 1.0),
+        "hyperparameters.per_device_train_batch_size": (1, 64),
+        "hyperparameters.gradient_accumulation_steps": (1, 64),
+        "hyperparameters.warmup_steps": (0, 1000),
+        "hyperparameters.max_seq_length": (16, 2048),
+        "hyperparameters.early_stopping_patience": (0, 100),
+        "hyperparameters.save_steps": (1, 1000),
+        "hyperparameters.seed": (0, 2**31 - 1),
+        "hyperparameters.weight_decay": (0.0, 1.0),
+        "adaptation.rank": (1, 256),
+        "adaptation.alpha": (1, 1024),
+    },
+    adaptations=("full", "lora", "auto"),
+    outputs=("checkpoint", "lora", "capability"),
+    devices=("cpu", "cuda"),
+    datasets=("fixture", "artifact"),
+    targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    zero_stage=0,
+    duration={
+        "fixed_seconds": 30.0,
+        "reference_seq_length": 256,
+        "reference_step_seconds": 0.5,
+        "step_seconds_per_token": 0.002,
+    },
+)
+
+
+class Catalog:
+    """The bases this deployment trains."""
+
+    def __init__(self, bases: tuple[Base, ...] = (FIXTURE,)) -> None:
+        self._bases = {base.name: base for base in bases}
+
+    def get(self, name: str) -> Base | None:
+        return self._bases.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._bases)
+
+    def to_proto(self) -> list[model_pb2.BaseModel]:
+        return [self._bases[name].to_proto() for name in self.names]

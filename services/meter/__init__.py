@@ -1,0 +1,1 @@
+"""MeterService: rates, payers, wallets, holds, charges, the ledger, storage accrual."""

@@ -1,0 +1,38 @@
+"""Composition root of the MeterService process."""
+
+from __future__ import annotations
+
+import grpc
+
+from services.core.auth import ADMIN, PLATFORM
+from services.core.config import Config
+from services.core.server import Service, build
+from services.core.store import Store
+from services.meter.servicer import MeterServicer
+from trainyard.meter.v1 import meter_service_pb2, meter_service_pb2_grpc
+
+FULL_NAME = meter_service_pb2.DESCRIPTOR.services_by_name["MeterService"].full_name
+ROLES: dict[str, frozenset[str]] = {
+    "SetRate": ADMIN,
+    "CreditWallet": ADMIN,
+    "EstimatePrice": PLATFORM,
+    "HoldWindow": PLATFORM,
+    "ChargeTask": PLATFORM,
+    "ReleaseHold": PLATFORM,
+    "SweepStorage": ADMIN,
+}
+
+
+def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
+    def register(server: grpc.aio.Server, store: Store) -> None:
+        meter_service_pb2_grpc.add_MeterServiceServicer_to_server(MeterServicer(), server)
+
+    return build(
+        config,
+        name="meter",
+        full_name=FULL_NAME,
+        register=register,
+        roles=ROLES,
+        store=store,
+        port=port,
+    )

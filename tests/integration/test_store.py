@@ -1,0 +1,106 @@
+"""The shared store on SQLite and PostgreSQL: migrations, keys, units of work."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import sqlalchemy as sa
+
+from services.core import audit, auth, errors
+from services.core.store import Base, Store, migrate, utcnow
+
+
+def test_migrations_match_the_declared_tables(store: Store) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    import services.core.audit  # noqa: F401  (declares its tables)
+
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+
+
+def test_migrating_again_changes_nothing(store: Store) -> None:
+    migrate(store.engine)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def test_a_created_key_authenticates_with_its_org_and_role(store: Store) -> None:
+    with store.unit() as session:
+        _, key = auth.create_key(session, org="acme", role="member")
+    with store.unit(write=False) as session:
+        principal = auth.authenticate(session, key)
+    assert (principal.org, principal.role) == ("acme", "member")
+
+
+def test_the_store_keeps_only_the_hash_of_a_key(store: Store) -> None:
+    with store.unit() as session:
+        _, key = auth.create_key(session, org="acme", role="member")
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT * FROM api_keys")).all()
+    assert key not in repr(rows)
+    assert auth.hash_key(key) in repr(rows)
+
+
+@pytest.mark.parametrize("presented", [None, "", "ty_not-a-key", "Bearer x", "x" * 300])
+def test_anything_but_a_live_key_is_unauthenticated(store: Store, presented: str | None) -> None:
+    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated):
+        auth.authenticate(session, presented)
+
+
+def test_a_revoked_key_no_longer_authenticates(store: Store) -> None:
+    with store.unit() as session:
+        key_id, key = auth.create_key(session, org="acme", role="member")
+    with store.unit() as session:
+        session.get(auth.ApiKey, key_id).revoke_time = utcnow()  # type: ignore[union-attr]
+    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated):
+        auth.authenticate(session, key)
+
+
+def test_only_the_platform_role_acts_in_another_org(store: Store) -> None:
+    with store.unit() as session:
+        _, member = auth.create_key(session, org="acme", role="member")
+        _, platform = auth.create_key(session, org="platform", role="platform")
+    with store.unit(write=False) as session:
+        with pytest.raises(errors.PermissionDenied):
+            auth.authenticate(session, member, "globex")
+        assert auth.authenticate(session, platform, "globex").org == "globex"
+
+
+def test_a_failed_unit_of_work_leaves_nothing(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.unit() as session:
+        audit.record(session, "platform.key.created", org="acme")
+        session.flush()
+        raise RuntimeError("boom")
+    with store.unit(write=False) as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(audit.AuditEvent)) == 0
+
+
+def test_concurrent_writers_all_commit(store: Store) -> None:
+    failures: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for _ in range(10):
+                with store.unit() as session:
+                    count = session.scalar(sa.select(sa.func.count()).select_from(audit.AuditEvent))
+                    audit.record(session, "platform.key.created", org="acme", subject=str(count))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    with store.unit(write=False) as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(audit.AuditEvent)) == 80
+
+
+def test_audit_refuses_an_unreserved_name(store: Store) -> None:
+    with pytest.raises(ValueError), store.unit() as session:
+        audit.record(session, "anything.goes", org="acme")

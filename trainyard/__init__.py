@@ -1,0 +1,1 @@
+"""Trainyard: generated API stubs, the Python SDK and the `trainyard` CLI."""
