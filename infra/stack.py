@@ -10,6 +10,7 @@ object: the database file, the object store's data and the keys all live under i
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -107,7 +108,8 @@ class Stack:
         )
 
         gateway_port = cfg.gateway_port or free_port(cfg.gateway_host)
-        gateway_url = f"http://{'127.0.0.1' if cfg.gateway_host == '0.0.0.0' else cfg.gateway_host}:{gateway_port}"
+        reach = "127.0.0.1" if cfg.gateway_host == "0.0.0.0" else cfg.gateway_host
+        gateway_url = f"http://{reach}:{gateway_port}"
 
         self.objectstore = SeaweedFS(cfg.home, self.out)
         self.children.append(self.objectstore.child)
@@ -155,6 +157,17 @@ class Stack:
         self.children.append(envoy)
         self._wait_gateway(envoy, gateway_url)
         self.endpoints = Endpoints(gateway_url, gateway_port, admin_port, s3_endpoint, ports)
+        # Where things are, for tools and operators; removed on stop.
+        (cfg.run_dir / "stack.json").write_text(
+            json.dumps(
+                {
+                    **dataclasses.asdict(self.endpoints),
+                    "pids": {c.name: c.pid for c in self.children},
+                    "supervisor_pid": os.getpid(),
+                },
+                indent=2,
+            )
+        )
         return self.endpoints
 
     def _wait_service(self, child: Child, port_file: Path, full_name: str) -> int:
@@ -193,6 +206,7 @@ class Stack:
 
     def stop(self) -> None:
         """Stop everything in reverse order of start."""
+        (self.config.run_dir / "stack.json").unlink(missing_ok=True)
         while self.children:
             child = self.children.pop()
             if self.objectstore and child is self.objectstore.child:

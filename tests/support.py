@@ -1,0 +1,106 @@
+"""Helpers for tests that drive a real stack as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from infra.procs import free_port
+
+BIN = Path(sys.executable).parent
+
+
+class StackProcess:
+    """`trainyard up` in a subprocess on a temporary home, as the README starts it."""
+
+    def __init__(self, home: Path, *, env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "TRAINYARD_HOME": str(home),
+            "TRAINYARD_GATEWAY_PORT": str(self.port),
+            **(env or {}),
+        }
+        self.log_path = home.parent / f"{home.name}-stack.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> StackProcess:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (held by the child for its life)
+        self.proc = subprocess.Popen(
+            [str(BIN / "trainyard"), "up"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"trainyard up exited {self.proc.returncode}:\n{self.log_tail()}")
+            if (self.home / "run" / "stack.json").exists() and b"ready;" in self.log_path.read_bytes():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"trainyard up not ready in {timeout}s:\n{self.log_tail()}")
+
+    def info(self) -> dict:  # type: ignore[type-arg]
+        return json.loads((self.home / "run" / "stack.json").read_text())
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "trainyard"), *args],
+            env={**self.env, "TRAINYARD_URL": self.url},
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
+        )
+
+    def create_key(self, org: str, role: str = "member") -> str:
+        return self.cli("admin", "create-key", "--org", org, "--role", role).stdout.strip()
+
+    def admin_key(self) -> str:
+        return (self.home / "admin.key").read_text().strip()
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.target)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process still runs (a zombie awaiting its reaper does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
