@@ -11,9 +11,9 @@ BUF := node_modules/.bin/buf
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -qq --upgrade pip
 	# compat mode puts the checkout itself on the path, so new packages need no reinstall.
-	$(BIN)/pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install -qq -e '.[dev]' --config-settings editable_mode=compat
 	@rm -f $(VENV)/.installed-*; touch $@
 
 $(BUF): package.json package-lock.json

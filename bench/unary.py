@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -18,14 +17,14 @@ from pathlib import Path
 import grpc
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from infra.stack import Stack, ensure_key  # noqa: E402
-from services.core.config import Config  # noqa: E402
-from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc  # noqa: E402
+from infra.stack import Stack, ensure_key
+from services.core.config import Config
+from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
 
-async def measure(call: Callable[[], Awaitable[object]], seconds: float, concurrency: int) -> tuple[float, list[float]]:
+async def measure(
+    call: Callable[[], Awaitable[object]], seconds: float, concurrency: int
+) -> tuple[float, list[float]]:
     latencies: list[float] = []
     stop = time.perf_counter() + seconds
 
@@ -51,9 +50,13 @@ async def run(endpoints, key: str, seconds: float, levels: list[int]) -> None:  
     request = job_service_pb2.ListModelsRequest()
     direct = grpc.aio.insecure_channel(f"127.0.0.1:{endpoints.service_ports['jobs']}")
     gateway = grpc.aio.insecure_channel(f"127.0.0.1:{endpoints.gateway_port}")
-    rest = httpx.AsyncClient(base_url=endpoints.gateway_url, headers={"authorization": f"Bearer {key}"})
+    rest = httpx.AsyncClient(
+        base_url=endpoints.gateway_url, headers={"authorization": f"Bearer {key}"}
+    )
     paths: dict[str, Callable[[], Awaitable[object]]] = {
-        "gRPC direct": lambda: job_service_pb2_grpc.JobServiceStub(direct).ListModels(request, metadata=metadata),
+        "gRPC direct": lambda: job_service_pb2_grpc.JobServiceStub(direct).ListModels(
+            request, metadata=metadata
+        ),
         "gRPC via Envoy": lambda: job_service_pb2_grpc.JobServiceStub(gateway).ListModels(
             request, metadata=metadata
         ),
@@ -63,7 +66,9 @@ async def run(endpoints, key: str, seconds: float, levels: list[int]) -> None:  
     for concurrency in levels:
         for name, call in paths.items():
             rate, lat = await measure(call, seconds, concurrency)
-            print(f"{name:<16} {concurrency:>5} {rate:>9.0f} {pct(lat, 50):>8.2f} {pct(lat, 99):>8.2f}")
+            print(
+                f"{name:<16} {concurrency:>5} {rate:>9.0f} {pct(lat, 50):>8.2f} {pct(lat, 99):>8.2f}"
+            )
     await direct.close()
     await gateway.close()
     await rest.aclose()
@@ -80,8 +85,12 @@ def main() -> None:
             stack = Stack(config, output=log)
             try:
                 endpoints = stack.start()
-                key = ensure_key(config, config.home / "bench.key", org="bench", role="member", label="bench")
-                asyncio.run(run(endpoints, key, args.seconds, [int(c) for c in args.concurrency.split(",")]))
+                key = ensure_key(
+                    config, config.home / "bench.key", org="bench", role="member", label="bench"
+                )
+                asyncio.run(
+                    run(endpoints, key, args.seconds, [int(c) for c in args.concurrency.split(",")])
+                )
             finally:
                 stack.stop()
 

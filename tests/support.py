@@ -49,8 +49,12 @@ class StackProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"trainyard up exited {self.proc.returncode}:\n{self.log_tail()}")
-            if (self.home / "run" / "stack.json").exists() and b"ready;" in self.log_path.read_bytes():
+                raise RuntimeError(
+                    f"trainyard up exited {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            if (
+                self.home / "run" / "stack.json"
+            ).exists() and b"ready;" in self.log_path.read_bytes():
                 return self
             time.sleep(0.2)
         self.stop()

@@ -27,7 +27,9 @@ def test_the_gateway_reports_every_service_healthy(stack: StackProcess) -> None:
 
 
 @pytest.mark.parametrize("name", list(SERVICES))
-def test_each_service_answers_grpc_health_through_the_gateway(stack: StackProcess, name: str) -> None:
+def test_each_service_answers_grpc_health_through_the_gateway(
+    stack: StackProcess, name: str
+) -> None:
     with stack.channel() as channel:
         answer = health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=SERVICES[name]),
@@ -37,25 +39,33 @@ def test_each_service_answers_grpc_health_through_the_gateway(stack: StackProces
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_models_over_rest_lists_the_fixture_with_its_profile(stack: StackProcess, member_key: str) -> None:
+def test_models_over_rest_lists_the_fixture_with_its_profile(
+    stack: StackProcess, member_key: str
+) -> None:
     r = httpx.get(f"{stack.url}/v1/train/models", headers=bearer(member_key))
     assert r.status_code == 200
     (model,) = [m for m in r.json()["models"] if m["name"] == "fixture-tiny-llm"]
     defaults = model["profile"]["defaults"]
     assert defaults["per_device_train_batch_size"] * defaults["gradient_accumulation_steps"] == 8
     assert "full" in model["support"]["adaptations"]
-    assert {"field": "hyperparameters.max_steps", "min": 1, "max": 100} in model["profile"]["ranges"]
+    assert {"field": "hyperparameters.max_steps", "min": 1, "max": 100} in model["profile"][
+        "ranges"
+    ]
 
 
 def test_models_over_grpc_through_the_same_port(stack: StackProcess, member_key: str) -> None:
     with stack.channel() as channel:
         answer = job_service_pb2_grpc.JobServiceStub(channel).ListModels(
-            job_service_pb2.ListModelsRequest(), metadata=list(bearer(member_key).items()), timeout=10
+            job_service_pb2.ListModelsRequest(),
+            metadata=list(bearer(member_key).items()),
+            timeout=10,
         )
     assert [m.name for m in answer.models] == ["fixture-tiny-llm"]
 
 
-@pytest.mark.parametrize("headers", [{}, bearer("ty_not-a-real-key"), {"authorization": "Basic eDp5"}])
+@pytest.mark.parametrize(
+    "headers", [{}, bearer("ty_not-a-real-key"), {"authorization": "Basic eDp5"}]
+)
 def test_no_valid_key_is_401_unauthenticated(stack: StackProcess, headers: dict[str, str]) -> None:
     r = httpx.get(f"{stack.url}/v1/train/models", headers=headers)
     assert r.status_code == 401
@@ -64,7 +74,9 @@ def test_no_valid_key_is_401_unauthenticated(stack: StackProcess, headers: dict[
 
 def test_no_valid_key_over_grpc_is_unauthenticated_with_error_info(stack: StackProcess) -> None:
     with stack.channel() as channel, pytest.raises(grpc.RpcError) as caught:
-        job_service_pb2_grpc.JobServiceStub(channel).ListModels(job_service_pb2.ListModelsRequest(), timeout=10)
+        job_service_pb2_grpc.JobServiceStub(channel).ListModels(
+            job_service_pb2.ListModelsRequest(), timeout=10
+        )
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
     status = rpc_status.from_call(caught.value)
     assert status is not None
@@ -75,9 +87,16 @@ def test_no_valid_key_over_grpc_is_unauthenticated_with_error_info(stack: StackP
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/v1/train/nope"), ("GET", "/v2/train/models"), ("DELETE", "/v1/train/models"), ("GET", "/")],
+    [
+        ("GET", "/v1/train/nope"),
+        ("GET", "/v2/train/models"),
+        ("DELETE", "/v1/train/models"),
+        ("GET", "/"),
+    ],
 )
-def test_an_unknown_route_is_404_not_found(stack: StackProcess, member_key: str, method: str, path: str) -> None:
+def test_an_unknown_route_is_404_not_found(
+    stack: StackProcess, member_key: str, method: str, path: str
+) -> None:
     r = httpx.request(method, f"{stack.url}{path}", headers=bearer(member_key))
     assert r.status_code == 404
     assert reason(r.json()) == "NOT_FOUND"
@@ -93,7 +112,9 @@ def test_an_unknown_route_is_404_not_found(stack: StackProcess, member_key: str,
         b'{"base_model": "x",,, "SECRET-MARKER-7f3a": 1}',
     ],
 )
-def test_malformed_json_is_400_and_echoes_nothing(stack: StackProcess, member_key: str, body: bytes) -> None:
+def test_malformed_json_is_400_and_echoes_nothing(
+    stack: StackProcess, member_key: str, body: bytes
+) -> None:
     r = httpx.post(
         f"{stack.url}/v1/train/jobs",
         content=body,
@@ -163,7 +184,9 @@ def test_restart_on_the_same_home_keeps_rows_and_objects(tmp_path) -> None:  # t
     try:
         r = httpx.get(f"{second.url}/v1/train/models", headers=bearer(key))
         assert r.status_code == 200
-        obj = s3_client(second.info()["s3_endpoint"], access, secret).get_object(Bucket="trainyard", Key="acme/kept")
+        obj = s3_client(second.info()["s3_endpoint"], access, secret).get_object(
+            Bucket="trainyard", Key="acme/kept"
+        )
         assert obj["Body"].read() == b"kept bytes"
     finally:
         assert second.stop() == 0

@@ -66,7 +66,10 @@ def test_a_page_token_round_trips_within_its_scope(position: dict) -> None:  # t
 
 @pytest.mark.parametrize(
     "other_scope",
-    [{"org": "globex", "method": "ListJobs"}, {"org": "acme", "method": "ListJobs", "status": "failed"}],
+    [
+        {"org": "globex", "method": "ListJobs"},
+        {"org": "acme", "method": "ListJobs", "status": "failed"},
+    ],
 )
 def test_a_page_token_is_refused_in_another_scope(other_scope: dict) -> None:  # type: ignore[type-arg]
     tokens = PageTokens(b"k" * 32)
