@@ -1,0 +1,1 @@
+"""The executor agent: claims tasks, runs trainers, reports."""

@@ -1,0 +1,307 @@
+"""The one lifecycle module: the job's and the attempt's states, every move between them,
+and the durable record each move leaves.
+
+Every service that changes a job's status does it here, inside its own transaction, with
+the job row's version checked, so two writers cannot both move one job. A move to the
+state the job is already in is a no-op; any move the tables below do not allow is
+`INVALID_TRANSITION`. Terminal states never change, except that an explicit retry starts
+a new attempt of a `succeeded`, `failed` or `cancelled` job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from services.core import audit, errors
+from services.core.store import Base, UtcDateTime, utcnow
+
+TERMINAL = frozenset({"succeeded", "rejected", "failed", "cancelled", "stopped"})
+
+JOB_MOVES: dict[str, frozenset[str]] = {
+    "queued": frozenset({"preparing", "failed", "cancelled", "stopped"}),
+    "preparing": frozenset({"running", "failed", "cancelled", "stopped"}),
+    "running": frozenset({"evaluating", "finalizing", "cancelling", "failed", "stopped"}),
+    "evaluating": frozenset({"finalizing", "cancelling", "failed", "stopped"}),
+    "finalizing": frozenset({"succeeded", "rejected", "failed"}),
+    "cancelling": frozenset({"cancelled", "failed"}),
+    **{state: frozenset() for state in TERMINAL},
+}
+JOB_STATES = frozenset(JOB_MOVES)
+RETRYABLE = frozenset({"succeeded", "failed", "cancelled"})
+
+ATTEMPT_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
+ATTEMPT_MOVES: dict[str, frozenset[str]] = {
+    "queued": frozenset({"leased", "failed", "cancelled"}),
+    "leased": frozenset({"accepted", "started", "failed", "cancelled", "expired"}),
+    "accepted": frozenset({"started", "failed", "cancelled", "expired"}),
+    "started": frozenset({"finalizing", "succeeded", "failed", "cancelled", "expired"}),
+    "finalizing": frozenset({"succeeded", "failed", "cancelled", "expired"}),
+    **{state: frozenset() for state in ATTEMPT_TERMINAL},
+}
+
+# The job column stamped the first time a job enters each state.
+_STAMPS = {
+    "preparing": "preparing_time",
+    "running": "running_time",
+    "finalizing": "finalizing_time",
+    "cancelling": "cancelling_time",
+}
+_ATTEMPT_STAMPS = {
+    "leased": "leased_time",
+    "started": "started_time",
+    "finalizing": "finalizing_time",
+}
+
+
+class JobRow(Base):
+    """A job: its frozen spec and plan, and what became of it."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        sa.UniqueConstraint("org", "project", "number", name="uq_jobs_org_project_number"),
+        sa.Index("ix_jobs_org_create_time", "org", "create_time"),
+        sa.Index("ix_jobs_org_status", "org", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    project: Mapped[str] = mapped_column(sa.String(63))
+    number: Mapped[int] = mapped_column(sa.BigInteger())
+    status: Mapped[str] = mapped_column(sa.String(16))
+    version: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    # The expanded, frozen spec as proto JSON; None once the job is a tombstone.
+    spec: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    # sha256 of the canonical frozen spec: the training config hash of provenance.
+    spec_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    # The plan and what the run reported, as proto JSON blocks.
+    plan: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
+    preparation: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    evaluation: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    dataset_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    model_available: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
+    failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
+    failure_message: Mapped[str] = mapped_column(sa.String(256), default="")
+    attempt_count: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    event_seq: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    requested_by: Mapped[str] = mapped_column(sa.String(64), default="")
+    deleted: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    update_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    preparing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    snapshot_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    running_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    finalizing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    cancelling_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+class AttemptRow(Base):
+    """One execution of a job."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "attempt_number", name="uq_attempts_job_id"),
+        sa.UniqueConstraint("job_id", "idempotency_key", name="uq_attempts_job_id_key"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    org: Mapped[str] = mapped_column(sa.String(63))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer())
+    status: Mapped[str] = mapped_column(sa.String(16))
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    resume_from_checkpoint: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    resume_step: Mapped[int | None] = mapped_column(sa.Integer(), nullable=True)
+    training_seconds: Mapped[float | None] = mapped_column(sa.Float(), nullable=True)
+    failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
+    failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
+    failure_message: Mapped[str] = mapped_column(sa.String(256), default="")
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    leased_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    started_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    finalizing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class EventRow(Base):
+    """One entry of a job's ordered, durable record."""
+
+    __tablename__ = "job_events"
+
+    job_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(sa.BigInteger(), primary_key=True, autoincrement=False)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    type: Mapped[str] = mapped_column(sa.String(16))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    # The event's typed fields (status, reason, name, step, value, line, sha256).
+    data: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class MetricRow(Base):
+    """One point of a job's metric series."""
+
+    __tablename__ = "job_metrics"
+
+    job_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    step: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
+    attempt_number: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    value: Mapped[float] = mapped_column(sa.Float())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def check_job_move(current: str, target: str) -> bool:
+    """True when the move changes the state, False for a same-state replay; raises
+    INVALID_TRANSITION for anything else."""
+    if target not in JOB_STATES:
+        raise ValueError("unknown job state")
+    if current == target:
+        return False
+    if target not in JOB_MOVES[current]:
+        raise errors.InvalidTransition()
+    return True
+
+
+def check_attempt_move(current: str, target: str) -> bool:
+    if target not in ATTEMPT_MOVES:
+        raise ValueError("unknown attempt state")
+    if current == target:
+        return False
+    if target not in ATTEMPT_MOVES[current]:
+        raise errors.InvalidTransition()
+    return True
+
+
+def append_event(session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any) -> int:
+    """Append one event to the job's record in the caller's transaction; returns its seq."""
+    job.event_seq += 1
+    now = utcnow()
+    job.update_time = now
+    session.add(
+        EventRow(
+            job_id=job.id,
+            seq=job.event_seq,
+            org=job.org,
+            type=type_,
+            attempt_number=attempt,
+            data={k: v for k, v in data.items() if v is not None},
+            create_time=now,
+        )
+    )
+    return job.event_seq
+
+
+def current_attempt(session: Session, job: JobRow) -> AttemptRow:
+    row = session.scalar(
+        sa.select(AttemptRow).where(
+            AttemptRow.job_id == job.id, AttemptRow.attempt_number == job.attempt_count
+        )
+    )
+    if row is None:
+        raise errors.NotFound()
+    return row
+
+
+def move_attempt(
+    session: Session,
+    job: JobRow,
+    attempt: AttemptRow,
+    target: str,
+    *,
+    failure: tuple[str, str, str] | None = None,
+) -> bool:
+    if not check_attempt_move(attempt.status, target):
+        return False
+    previous, attempt.status = attempt.status, target
+    now = utcnow()
+    if (stamp := _ATTEMPT_STAMPS.get(target)) and getattr(attempt, stamp) is None:
+        setattr(attempt, stamp, now)
+    if target in ATTEMPT_TERMINAL:
+        attempt.end_time = now
+    if failure:
+        attempt.failure_code, attempt.failure_category, attempt.failure_message = failure
+    append_event(
+        session,
+        job,
+        "attempt",
+        attempt=attempt.attempt_number,
+        status=target,
+        previous_status=previous,
+        reason=failure[0] if failure else None,
+    )
+    return True
+
+
+def move_job(
+    session: Session,
+    job: JobRow,
+    target: str,
+    *,
+    reason: str = "",
+    failure: tuple[str, str, str] | None = None,
+    actor: str = "",
+    request_id: str = "",
+) -> bool:
+    """Move a job, stamping its times, appending a `transition` event and an audit row,
+    all in the caller's transaction. Returns False for a same-state replay."""
+    if not check_job_move(job.status, target):
+        return False
+    previous, job.status = job.status, target
+    now = utcnow()
+    if (stamp := _STAMPS.get(target)) and getattr(job, stamp) is None:
+        setattr(job, stamp, now)
+    if target in TERMINAL:
+        job.end_time = now
+    if failure:
+        job.failure_code, job.failure_category, job.failure_message = failure
+    append_event(
+        session, job, "transition", attempt=job.attempt_count, status=target,
+        previous_status=previous, reason=reason or None,
+    )  # fmt: skip
+    audit.record(
+        session,
+        "training.job.state.transitioned",
+        org=job.org,
+        subject=job.id,
+        code=f"{previous}->{target}",
+        actor=actor,
+        request_id=request_id,
+        reason=reason or None,
+    )
+    return True
+
+
+def reopen_for_retry(session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = "") -> None:
+    """The one exception to terminal states: a retry puts the job back in the queue as a
+    new attempt, keeping its frozen spec and snapshot."""
+    if job.status not in RETRYABLE:
+        raise errors.InvalidTransition()
+    previous, job.status = job.status, "queued"
+    job.attempt_count = attempt.attempt_number
+    job.end_time = None
+    job.failure_code = job.failure_category = job.failure_message = ""
+    job.progress = None
+    job.outcome = None
+    append_event(
+        session, job, "transition", attempt=attempt.attempt_number, status="queued",
+        previous_status=previous, reason="retry_requested",
+    )  # fmt: skip
+    audit.record(
+        session, "training.job.retry.accepted", org=job.org, subject=job.id, actor=actor,
+        code=f"{previous}->queued", attempt=attempt.attempt_number,
+    )  # fmt: skip

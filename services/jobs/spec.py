@@ -1,0 +1,336 @@
+"""A job spec checked in HIP-1333 §3's order (shape, base, agreement, support) and
+expanded from its base's profile into the frozen form every later read shows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from google.protobuf import json_format
+
+from services.core import errors, retention
+from services.jobs import validation as v
+from services.jobs.catalog import FIXTURE_DATASET, Base, Catalog
+from trainyard.job.v1 import job_pb2
+
+MODES = ("full", "lora", "qlora", "readout", "basis", "auto")
+LOSS_MASKS = ("assistant_only", "full_sequence")
+TERMS = ("pairwise_margin", "hard_margin", "consistency")
+OUTPUTS = ("checkpoint", "lora", "capability", "basis", "merged")
+DEVICES = ("cuda", "rocm", "metal", "vulkan", "cpu")
+PRECISIONS = ("fp32", "bf16", "fp16", "8bit", "4bit")
+LORA_DEFAULTS = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
+BASE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$"
+ARTIFACT_URI = "artifact:"
+DEFAULT_PROJECT = "default"
+
+
+def _one_of(field: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise errors.ValidationError(
+            field, "is not one of the accepted values", metadata={"supported": ",".join(allowed)}
+        )
+
+
+def _unsupported(reason: str, field: str, supported: tuple[str, ...]) -> errors.DomainError:
+    return errors.DomainError(
+        f"Field {field} asks for something the base model does not run.",
+        reason=reason,
+        metadata={"field": field, "supported": ",".join(supported)},
+        fields=[(field, "is not supported by the base model")],
+    )
+
+
+def dataset_scheme(uri: str) -> str:
+    return uri.split(":", 1)[0]
+
+
+def artifact_sha256(uri: str) -> str | None:
+    return uri[len(ARTIFACT_URI) :] if uri.startswith(ARTIFACT_URI) else None
+
+
+def check_shape(job: job_pb2.Job) -> None:
+    """Everything that holds whatever the base: presence, formats, closed sets, bounds."""
+    import re
+
+    if not job.base_model:
+        raise errors.ValidationError("base_model", "is required")
+    v.check_identifier("base_model", job.base_model, re.compile(BASE_NAME), "a model name")
+    if not job.dataset.uri:
+        raise errors.ValidationError("dataset.uri", "is required")
+    sha = artifact_sha256(job.dataset.uri)
+    if job.dataset.uri != FIXTURE_DATASET and not (sha is not None and v.SHA256.match(sha)):
+        raise errors.ValidationError(
+            "dataset.uri", "must be fixture:synthetic-tiny-v1 or artifact:<sha256>"
+        )
+    for tag in job.dataset.tags:
+        v.check_identifier("dataset.tags", tag, v.NAME, "a tag name")
+    if job.dataset.system_prompt.strip() and (
+        problem := v.free_text_problem(job.dataset.system_prompt)
+    ):
+        raise errors.ValidationError("dataset.system_prompt", problem)
+    if job.project:
+        v.check_identifier(
+            "project", job.project, v.PROJECT, "lower-case letters, digits and dashes"
+        )
+    if job.idempotency_key:
+        v.check_identifier(
+            "idempotency_key", job.idempotency_key, v.IDEMPOTENCY_KEY, "a safe identifier"
+        )
+    if job.requested_by:
+        v.check_identifier("requested_by", job.requested_by, v.LABEL, "a non-secret label")
+    if job.revision:
+        v.check_identifier("revision", job.revision, v.NAME, "a revision name")
+
+    obj = job.objective
+    if obj.loss and obj.loss != "cross_entropy":
+        _one_of("objective.loss", obj.loss, ("cross_entropy",))
+    if obj.loss_mask:
+        _one_of("objective.loss_mask", obj.loss_mask, LOSS_MASKS)
+    for term in obj.terms:
+        _one_of("objective.terms.kind", term.kind, TERMS)
+        if not term.weight > 0:
+            raise errors.ValidationError("objective.terms.weight", "must be above 0")
+        if term.HasField("margin") and term.margin < 0:
+            raise errors.ValidationError("objective.terms.margin", "must not be negative")
+
+    ad = job.adaptation
+    if ad.mode:
+        _one_of("adaptation.mode", ad.mode, MODES)
+    for name in ("rank", "alpha", "residual_rank"):
+        if ad.HasField(name) and getattr(ad, name) < (0 if name == "residual_rank" else 1):
+            raise errors.ValidationError(f"adaptation.{name}", "is out of range")
+    for target in ad.targets:
+        v.check_identifier("adaptation.targets", target, v.NAME, "a module name")
+    if ad.basis and not v.SHA256.match(ad.basis):
+        raise errors.ValidationError("adaptation.basis", "must be a sha256")
+    if any(not v.SHA256.match(s) for s in ad.sources):
+        raise errors.ValidationError("adaptation.sources", "must hold sha256 values")
+
+    hp = job.hyperparameters
+    if hp.HasField("num_train_epochs") and hp.HasField("max_steps"):
+        raise errors.ValidationError(
+            "hyperparameters.max_steps", "must not be sent with num_train_epochs"
+        )
+    if hp.HasField("max_steps") and not 1 <= hp.max_steps <= 100:
+        raise errors.ValidationError(
+            "hyperparameters.max_steps",
+            "must be between 1 and 100",
+            metadata={"min": "1", "max": "100"},
+        )
+    if hp.HasField("num_train_epochs") and not 1 <= hp.num_train_epochs <= 100:
+        raise errors.ValidationError(
+            "hyperparameters.num_train_epochs",
+            "must be between 1 and 100",
+            metadata={"min": "1", "max": "100"},
+        )
+    if hp.HasField("learning_rate") and not 0 < hp.learning_rate <= 1:
+        raise errors.ValidationError(
+            "hyperparameters.learning_rate", "must be above 0 and at most 1"
+        )
+    for name in (
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_seq_length",
+        "save_steps",
+    ):
+        if hp.HasField(name) and getattr(hp, name) < 1:
+            raise errors.ValidationError(f"hyperparameters.{name}", "must be at least 1")
+    for name in ("warmup_steps", "early_stopping_patience", "seed"):
+        if hp.HasField(name) and getattr(hp, name) < 0:
+            raise errors.ValidationError(f"hyperparameters.{name}", "must not be negative")
+    if hp.HasField("weight_decay") and not 0 <= hp.weight_decay <= 1:
+        raise errors.ValidationError("hyperparameters.weight_decay", "must be between 0 and 1")
+    if hp.HasField("base_load_precision"):
+        _one_of("hyperparameters.base_load_precision", hp.base_load_precision, PRECISIONS)
+
+    pr = job.protect
+    for suite in pr.suites:
+        v.check_identifier("protect.suites", suite, v.SUITE, "a suite name")
+    if any(not v.SHA256.match(c) for c in pr.capabilities):
+        raise errors.ValidationError("protect.capabilities", "must hold sha256 values")
+    if pr.projection.HasField("strength") and not 0 <= pr.projection.strength <= 1:
+        raise errors.ValidationError("protect.projection.strength", "must be between 0 and 1")
+    for name in ("accuracy", "ece"):
+        if pr.budget.HasField(name) and not 0 <= getattr(pr.budget, name) <= 1:
+            raise errors.ValidationError(f"protect.budget.{name}", "must be between 0 and 1")
+    for suite in job.evaluation.suites:
+        v.check_identifier("evaluation.suites", suite, v.SUITE, "a suite name")
+
+    res = job.resources
+    if len(set(res.machines)) != len(res.machines) or len(res.machines) > 16:
+        raise errors.ValidationError("resources.machines", "must name at most 16 distinct machines")
+    for machine in res.machines:
+        v.check_identifier("resources.machines", machine, v.MACHINE, "a machine name")
+    for device in res.devices:
+        _one_of("resources.devices", device, DEVICES)
+    for name in ("steps", "max_seconds", "budget"):
+        if res.HasField(name) and getattr(res, name) < 1:
+            raise errors.ValidationError(f"resources.{name}", "must be at least 1")
+    if res.HasField("budget") and res.machines:
+        raise errors.ValidationError(
+            "resources.budget",
+            "must not be sent with machines: the org's own machines cost nothing",
+        )
+
+    if job.output.kind:
+        _one_of("output.kind", job.output.kind, OUTPUTS)
+    if job.output.name:
+        v.check_identifier(
+            "output.name", job.output.name, v.NAME, "a name of letters, digits, dots, dashes"
+        )
+
+    rt = job.retention
+    if rt.policy_class:
+        _one_of("retention.policy_class", rt.policy_class, tuple(retention.CLASSES))
+    if rt.HasField("ttl_seconds"):
+        lo, hi, _ = retention.CLASSES[rt.policy_class or retention.DEFAULT_CLASS]
+        if not lo <= rt.ttl_seconds <= hi:
+            raise errors.ValidationError(
+                "retention.ttl_seconds",
+                "is outside its policy class's range",
+                metadata={"min": str(lo), "max": str(hi)},
+            )
+
+
+def check_base(job: job_pb2.Job, catalog: Catalog) -> Base:
+    base = catalog.get(job.base_model)
+    if base is None:
+        # An unapproved model is a field error (000_…); the supported set helps the caller.
+        raise errors.DomainError(
+            "Field base_model is not an approved base model.",
+            metadata={"field": "base_model", "supported": ",".join(catalog.names)},
+            fields=[("base_model", "is not an approved base model")],
+        )
+    if job.revision and job.revision != base.revision:
+        raise errors.ValidationError(
+            "revision", "is not a revision of the base model", metadata={"supported": base.revision}
+        )
+    return base
+
+
+def check_agreement(job: job_pb2.Job) -> None:
+    mode = job.adaptation.mode
+    if job.output.kind == "lora" and mode and mode not in ("lora", "qlora"):
+        raise errors.ValidationError("output.kind", "lora needs adaptation.mode lora or qlora")
+    if mode not in ("lora", "qlora", "") and (
+        job.adaptation.targets or job.adaptation.HasField("alpha")
+    ):
+        raise errors.ValidationError("adaptation.targets", "applies only to lora and qlora")
+
+
+def check_support(job: job_pb2.Job, base: Base) -> None:
+    if job.adaptation.mode and job.adaptation.mode not in base.adaptations:
+        raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.mode", base.adaptations)
+    if any(t not in base.targets for t in job.adaptation.targets):
+        raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.targets", base.targets)
+    if job.adaptation.basis or job.adaptation.sources:
+        raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.basis", ())
+    if job.objective.terms:
+        raise _unsupported("UNSUPPORTED_OBJECTIVE", "objective.terms", base.terms)
+    pr = job.protect
+    if (
+        pr.suites
+        or pr.capabilities
+        or pr.distillation
+        or pr.HasField("projection")
+        or pr.HasField("budget")
+    ):
+        raise _unsupported("UNSUPPORTED_PROTECT", "protect", base.protect)
+    if job.output.kind and job.output.kind not in base.outputs:
+        raise _unsupported("UNSUPPORTED_OUTPUT", "output.kind", base.outputs)
+    if job.resources.devices and not set(job.resources.devices) & set(base.devices):
+        raise _unsupported("UNSUPPORTED_DEVICE", "resources.devices", base.devices)
+    if job.evaluation.suites and any(s not in base.suites for s in job.evaluation.suites):
+        raise _unsupported("UNSUPPORTED_EVALUATION", "evaluation.suites", base.suites)
+    if dataset_scheme(job.dataset.uri) not in base.datasets:
+        raise errors.ValidationError("dataset.uri", "names a source the base model cannot read")
+    if job.objective.loss_mask and job.objective.loss_mask not in base.loss_masks:
+        raise errors.ValidationError(
+            "objective.loss_mask",
+            "is not supported by the base model",
+            metadata={"supported": ",".join(base.loss_masks)},
+        )
+    hp = job.hyperparameters
+    if hp.HasField("base_load_precision") and hp.base_load_precision not in base.precisions:
+        raise errors.ValidationError(
+            "hyperparameters.base_load_precision",
+            "is not supported by the base model",
+            metadata={"supported": ",".join(base.precisions)},
+        )
+    for path, (lo, hi) in base.ranges.items():
+        section, name = path.split(".")
+        holder = getattr(job, section)
+        if holder.HasField(name) and not lo <= getattr(holder, name) <= hi:
+            raise errors.ValidationError(
+                path,
+                "is outside the base model's range",
+                metadata={"min": f"{lo:g}", "max": f"{hi:g}"},
+            )
+
+
+def validate(job: job_pb2.Job, catalog: Catalog) -> Base:
+    """Checks 1–4 of HIP-1333 §3; the first failure is the answer."""
+    check_shape(job)
+    base = check_base(job, catalog)
+    check_agreement(job)
+    check_support(job, base)
+    return base
+
+
+def shape_sha256(job: job_pb2.Job) -> str:
+    """The validated request's shape: the same key with another shape is a reuse."""
+    request = job_pb2.Job()
+    request.CopyFrom(job)
+    request.ClearField("idempotency_key")
+    return canonical_sha256(request)
+
+
+def canonical_sha256(message: job_pb2.Job) -> str:
+    doc = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return hashlib.sha256(
+        json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def expand(job: job_pb2.Job, base: Base) -> job_pb2.Job:
+    """The spec with every omitted setting filled from the base's profile."""
+    out = job_pb2.Job()
+    out.CopyFrom(job)
+    out.ClearField("idempotency_key")
+    out.project = job.project or DEFAULT_PROJECT
+    out.revision = job.revision or base.revision
+    out.dataset.tags[:] = list(dict.fromkeys(job.dataset.tags))
+    out.dataset.system_prompt = job.dataset.system_prompt.strip()
+
+    ad = out.adaptation
+    if not ad.mode:
+        ad.mode = str(base.adaptation["mode"])
+    if ad.mode == "auto":
+        ad.mode = "full"
+        ad.chose = f"full: {base.name} is small enough to train whole"
+    if ad.mode in ("lora", "qlora"):
+        if not ad.HasField("rank"):
+            ad.rank = int(LORA_DEFAULTS["rank"])  # type: ignore[call-overload]
+        if not ad.HasField("alpha"):
+            ad.alpha = int(LORA_DEFAULTS["alpha"])  # type: ignore[call-overload]
+        if not ad.targets:
+            ad.targets[:] = list(LORA_DEFAULTS["targets"])  # type: ignore[call-overload]
+
+    out.objective.loss = out.objective.loss or "cross_entropy"
+    out.objective.loss_mask = out.objective.loss_mask or base.loss_masks[0]
+
+    hp = out.hyperparameters
+    for name, value in base.defaults.items():
+        if name == "num_train_epochs" and hp.HasField("max_steps"):
+            continue
+        if not hp.HasField(name):
+            setattr(hp, name, value)
+
+    if not out.output.kind:
+        out.output.kind = base.default_output_kind(ad.mode)
+    rt = out.retention
+    rt.policy_class = rt.policy_class or retention.DEFAULT_CLASS
+    if not rt.HasField("ttl_seconds"):
+        rt.ttl_seconds = retention.CLASSES[rt.policy_class][2]
+    return out
