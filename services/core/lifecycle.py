@@ -187,7 +187,9 @@ def check_attempt_move(current: str, target: str) -> bool:
     return True
 
 
-def append_event(session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any) -> int:
+def append_event(
+    session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any
+) -> int:
     """Append one event to the job's record in the caller's transaction; returns its seq."""
     job.event_seq += 1
     now = utcnow()
@@ -286,7 +288,9 @@ def move_job(
     return True
 
 
-def reopen_for_retry(session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = "") -> None:
+def reopen_for_retry(
+    session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = ""
+) -> None:
     """The one exception to terminal states: a retry puts the job back in the queue as a
     new attempt, keeping its frozen spec and snapshot."""
     if job.status not in RETRYABLE:

@@ -54,7 +54,9 @@ def plan(selected: int, hp: job_pb2.Hyperparameters, step_bound: int | None = No
     return Plan(selected, train, evals, ebs, per_epoch, planned, tuple(downgrades))
 
 
-def workload_seconds(model: model_pb2.DurationModel, planned_steps: int, max_seq_length: int) -> float:
+def workload_seconds(
+    model: model_pb2.DurationModel, planned_steps: int, max_seq_length: int
+) -> float:
     per_step = model.reference_step_seconds + (
         (max_seq_length - model.reference_seq_length) * model.step_seconds_per_token
     )

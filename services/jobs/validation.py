@@ -95,7 +95,7 @@ def _walk(value: Any, message: descriptor.Descriptor, path: str) -> None:
             continue
         if _output_only(field):
             raise errors.ValidationError(name, "is output only")
-        if field.label == FD.LABEL_REPEATED and not (
+        if field.is_repeated and not (
             field.message_type and field.message_type.GetOptions().map_entry
         ):
             if not isinstance(item, list):
@@ -129,7 +129,11 @@ def _walk_scalar_or_message(value: Any, field: FD, name: str) -> None:
         if not isinstance(value, bool):
             raise errors.ValidationError(name, "must be true or false")
     elif kind in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             raise errors.ValidationError(name, "must be a finite number")
     elif kind in (FD.TYPE_INT32, FD.TYPE_INT64):
         lo, hi = _I32 if kind == FD.TYPE_INT32 else _I64
@@ -148,7 +152,7 @@ def _walk_scalar_or_message(value: Any, field: FD, name: str) -> None:
 
 def parse_json_job(body: Mapping[str, Any]) -> job_pb2.Job:
     """The REST body as a `Job`, refusing unknown fields and output-only ones."""
-    _walk(body, job_pb2.Job.DESCRIPTOR, "")
+    _walk(body, job_pb2.Job.DESCRIPTOR, "")  # type: ignore[arg-type]
     job = job_pb2.Job()
     try:
         json_format.ParseDict(dict(body), job, ignore_unknown_fields=False)
@@ -169,6 +173,6 @@ def _set_fields(message: Message, path: str) -> list[tuple[str, Message]]:
         name = f"{path}.{field.name}" if path else field.name
         if _output_only(field):
             found.append((name, message))
-        elif field.message_type is not None and field.label != FD.LABEL_REPEATED:
+        elif field.message_type is not None and not field.is_repeated:
             found.extend(_set_fields(value, name))
     return found
