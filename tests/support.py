@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -108,3 +110,47 @@ def alive(pid: int) -> bool:
 
 def bearer(key: str) -> dict[str, str]:
     return {"authorization": f"Bearer {key}"}
+
+
+class ServiceThread:
+    """A service built by its `build_server`, served by an event loop on a thread of the
+    test process, on port 0; stopped by `stop()`."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        import asyncio
+        import threading
+
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self.service: Any = None
+
+        async def main() -> None:
+            try:
+                self.service = build()
+                await self.service.start()
+            except BaseException as exc:
+                self._failure = exc
+            finally:
+                self._ready.set()
+
+        self._thread = threading.Thread(target=self._run, args=(main,), daemon=True)
+        self._thread.start()
+        self._ready.wait(60)
+        if self._failure:
+            raise self._failure
+
+    def _run(self, main: Callable[[], Any]) -> None:
+        self._loop.run_until_complete(main())
+        self._loop.run_forever()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.service.port}"
+
+    def stop(self) -> None:
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self.service.stop(grace=5), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)

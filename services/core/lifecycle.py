@@ -158,9 +158,9 @@ class MetricRow(Base):
     job_id: Mapped[str] = mapped_column(
         sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
     )
+    attempt_number: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
     name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     step: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
-    attempt_number: Mapped[int] = mapped_column(sa.Integer(), default=1)
     value: Mapped[float] = mapped_column(sa.Float())
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 

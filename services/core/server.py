@@ -9,8 +9,9 @@ import dataclasses
 import logging
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -36,18 +37,28 @@ class Service:
     port: int
     health: health.aio.HealthServicer
     store: Store
-    background: list[Callable[[], asyncio.Future[None] | asyncio.Task[None]]] = dataclasses.field(
+    # Loops the process runs beside its server. Each gets the `stopping` event and returns
+    # soon after it is set; stop() waits for them so no work is cut off mid-transaction.
+    background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = dataclasses.field(
         default_factory=list
     )
+    _stopping: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
 
     async def start(self) -> None:
         await self.server.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(self.full_name, health_pb2.HealthCheckResponse.SERVING)
+        self._tasks = [asyncio.create_task(loop(self._stopping)) for loop in self.background]
 
     async def stop(self, grace: float = DRAIN_SECONDS) -> None:
         await self.health.enter_graceful_shutdown()
+        self._stopping.set()
         await self.server.stop(grace)
+        if self._tasks:
+            _, late = await asyncio.wait(self._tasks, timeout=grace)
+            for task in late:
+                task.cancel()
         self.store.dispose()
 
 
@@ -103,13 +114,10 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
         loop.add_signal_handler(sig, stopping.set)
     await service.start()
     port_file = _publish_port(config.run_dir, service.name, service.port)
-    tasks = [asyncio.ensure_future(start()) for start in service.background]
     log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
     await stopping.wait()
     log.info("%s draining", service.name)
     port_file.unlink(missing_ok=True)
-    for task in tasks:
-        task.cancel()
     await service.stop()
     log.info("%s stopped", service.name)
 

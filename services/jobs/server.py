@@ -2,25 +2,56 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import grpc
 
+from services.core import keys
 from services.core.auth import ADMIN, PLATFORM
+from services.core.clients import ArtifactReader
 from services.core.config import Config
+from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
 from services.jobs.catalog import Catalog
+from services.jobs.datasets import DatasetReader
+from services.jobs.service import JobService
 from services.jobs.servicer import JobServicer
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
+log = logging.getLogger(__name__)
+
 FULL_NAME = job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name
 ROLES = {"ListPublished": PLATFORM, "CreateTrainingClient": ADMIN}
+IDLE_SECONDS = 0.5
 
 
-def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
+def build_server(
+    config: Config,
+    *,
+    store: Store | None = None,
+    port: int | None = None,
+    reader: DatasetReader | None = None,
+) -> Service:
+    kick = asyncio.Event()
+    holder: dict[str, JobService] = {}
+
     def register(server: grpc.aio.Server, store: Store) -> None:
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(Catalog()), server)
+        tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
+        source = (
+            reader
+            if reader is not None
+            else (ArtifactReader(config) if config.service_key else None)
+        )
+        service = JobService(store, Catalog(), config, tokens, source)
+        holder["service"] = service
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(
+            JobServicer(service, Catalog(), kick), server
+        )
 
-    return build(
+    built = build(
         config,
         name="jobs",
         full_name=FULL_NAME,
@@ -29,3 +60,20 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         store=store,
         port=port,
     )
+
+    async def prepare_forever(stopping: asyncio.Event) -> None:
+        """Snapshot queued jobs' datasets; woken by a create, else every half second."""
+        service = holder["service"]
+        while not stopping.is_set():
+            try:
+                busy = await asyncio.to_thread(service.prepare_next)
+            except Exception:
+                log.exception("preparation pass failed")
+                busy = False
+            if not busy:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(kick.wait(), IDLE_SECONDS)
+                kick.clear()
+
+    built.background.append(prepare_forever)
+    return built

@@ -2,19 +2,218 @@
 
 from __future__ import annotations
 
-import grpc
+import asyncio
+import functools
+import time
+from collections.abc import AsyncIterator
+from typing import TypeAlias
 
+import grpc
+from google.protobuf import json_format
+
+from services.core import context, errors, lifecycle
 from services.jobs.catalog import Catalog
-from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
+from services.jobs.service import JobService
+from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
+
+MAX_WAIT_SECONDS = 25
+POLL_SECONDS = 0.25
+
+Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
+
+
+def _metadata(ctx: Ctx, name: str) -> str:
+    return next((str(v) for k, v in ctx.invocation_metadata() or () if k == name), "")
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """Methods not overridden here answer UNIMPLEMENTED in the standard error shape."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(
+        self, service: JobService, catalog: Catalog, kick: asyncio.Event | None = None
+    ) -> None:
+        self._service = service
         self._catalog = catalog
+        self._kick = kick or asyncio.Event()
 
     async def ListModels(
-        self, request: job_service_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
+        self, request: job_service_pb2.ListModelsRequest, ctx: Ctx
     ) -> job_service_pb2.ListModelsResponse:
         return job_service_pb2.ListModelsResponse(models=self._catalog.to_proto())
+
+    async def CreateJob(self, request: job_service_pb2.CreateJobRequest, ctx: Ctx) -> job_pb2.Job:
+        body = json_format.MessageToDict(request.body) if request.HasField("body") else None
+        job, created = await asyncio.to_thread(
+            self._service.create,
+            context.principal(),
+            body,
+            request.job,
+            request_id=context.request_id.get(),
+        )
+        if created:
+            self._kick.set()
+        return job
+
+    async def EstimateJob(
+        self, request: job_service_pb2.EstimateJobRequest, ctx: Ctx
+    ) -> job_service_pb2.EstimateJobResponse:
+        body = json_format.MessageToDict(request.body) if request.HasField("body") else None
+        found = await asyncio.to_thread(
+            self._service.estimate, context.principal(), body, request.job
+        )
+        stats = found.stats
+        price = job_service_pb2.Price(device_seconds=found.projected_seconds)
+        return job_service_pb2.EstimateJobResponse(
+            job=found.job,
+            dataset=job_service_pb2.DatasetStats(
+                selected_chats=stats.selected_chats,
+                selected_messages=stats.selected_messages,
+                trainable_chats=stats.trainable_chats,
+                nonempty_text_messages=stats.nonempty_text_messages,
+                is_trainable=stats.is_trainable,
+            ),
+            duration_components=job_service_pb2.DurationComponents(
+                workload_seconds=found.workload_seconds,
+                post_processing_tolerance_seconds=found.projected_seconds - found.workload_seconds,
+                projected_active_seconds=found.projected_seconds,
+                execution_limit_seconds=found.limit_seconds,
+            ),
+            admitted=found.admitted,
+            expected=price,
+            authorization_ceiling=price,
+        )
+
+    async def GetJob(self, request: job_service_pb2.GetJobRequest, ctx: Ctx) -> job_pb2.Job:
+        return await asyncio.to_thread(
+            self._service.get, context.principal(), request.id, request.identifier, request.project
+        )
+
+    async def ListJobs(
+        self, request: job_service_pb2.ListJobsRequest, ctx: Ctx
+    ) -> job_service_pb2.ListJobsResponse:
+        jobs, token, total = await asyncio.to_thread(
+            lambda: self._service.list_jobs(
+                context.principal(),
+                status=request.status,
+                project=request.project,
+                size=request.page_size,
+                token=request.page_token,
+            )
+        )
+        return job_service_pb2.ListJobsResponse(jobs=jobs, next_page_token=token, total_size=total)
+
+    async def CancelJob(self, request: job_service_pb2.CancelJobRequest, ctx: Ctx) -> job_pb2.Job:
+        return await asyncio.to_thread(
+            lambda: self._service.cancel(
+                context.principal(), request.id, request_id=context.request_id.get()
+            )
+        )
+
+    async def RetryJob(
+        self, request: job_service_pb2.RetryJobRequest, ctx: Ctx
+    ) -> job_service_pb2.RetryJobResponse:
+        key = request.idempotency_key or _metadata(ctx, "idempotency-key")
+        job, attempt = await asyncio.to_thread(
+            lambda: self._service.retry(
+                context.principal(),
+                request.id,
+                key=key,
+                resume=request.resume_from_checkpoint,
+                request_id=context.request_id.get(),
+            )
+        )
+        self._kick.set()
+        return job_service_pb2.RetryJobResponse(job=job, attempt=attempt)
+
+    async def ListJobEvents(
+        self, request: job_service_pb2.ListJobEventsRequest, ctx: Ctx
+    ) -> job_service_pb2.ListJobEventsResponse:
+        if not 0 <= request.wait <= MAX_WAIT_SECONDS:
+            raise errors.ValidationError("wait", "must be between 0 and 25 seconds")
+        principal = context.principal()
+        deadline = time.monotonic() + request.wait
+        while True:
+            events, status = await asyncio.to_thread(
+                lambda: self._service.events(
+                    principal, request.id, after=request.after, size=request.page_size
+                )
+            )
+            if events or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        return job_service_pb2.ListJobEventsResponse(
+            events=events, next_after=events[-1].seq if events else request.after, status=status
+        )
+
+    async def WatchJob(
+        self, request: job_service_pb2.WatchJobRequest, ctx: Ctx
+    ) -> AsyncIterator[job_service_pb2.WatchJobResponse]:
+        principal = context.principal()
+        service = self._service
+        version, status = await asyncio.to_thread(service.job_version, principal, request.id)
+        yield job_service_pb2.WatchJobResponse(
+            job=await asyncio.to_thread(service.get, principal, request.id)
+        )
+        after, caught_up = request.after, False
+        while True:
+            events, _ = await asyncio.to_thread(
+                functools.partial(service.events, principal, request.id, after=after, size=500)
+            )
+            for event in events:
+                after = event.seq
+                yield job_service_pb2.WatchJobResponse(event=event)
+            now_version, status = await asyncio.to_thread(
+                service.job_version, principal, request.id
+            )
+            if not caught_up and len(events) < 500:
+                caught_up = True
+                yield job_service_pb2.WatchJobResponse(caught_up=True)
+            if now_version != version:
+                version = now_version
+                yield job_service_pb2.WatchJobResponse(
+                    job=await asyncio.to_thread(service.get, principal, request.id)
+                )
+            if status in lifecycle.TERMINAL and not events:
+                return
+            if not events:
+                await asyncio.sleep(POLL_SECONDS)
+
+    async def ListJobMetrics(
+        self, request: job_service_pb2.ListJobMetricsRequest, ctx: Ctx
+    ) -> job_service_pb2.ListJobMetricsResponse:
+        series = await asyncio.to_thread(
+            lambda: self._service.metrics(
+                context.principal(),
+                request.id,
+                names=list(request.names),
+                after_step=request.after_step,
+            )
+        )
+        return job_service_pb2.ListJobMetricsResponse(series=series)
+
+    async def ListJobAttempts(
+        self, request: job_service_pb2.ListJobAttemptsRequest, ctx: Ctx
+    ) -> job_service_pb2.ListJobAttemptsResponse:
+        found = await asyncio.to_thread(self._service.attempts, context.principal(), request.id)
+        return job_service_pb2.ListJobAttemptsResponse(attempts=found)
+
+    async def ListJobDatasetItems(
+        self, request: job_service_pb2.ListJobDatasetItemsRequest, ctx: Ctx
+    ) -> job_service_pb2.ListJobDatasetItemsResponse:
+        return await asyncio.to_thread(
+            lambda: self._service.dataset_items(
+                context.principal(),
+                request.id,
+                offset=request.offset,
+                limit=request.limit,
+                search=request.search,
+                split=request.split,
+            )
+        )
+
+    async def GetJobDatasetItem(
+        self, request: job_service_pb2.GetJobDatasetItemRequest, ctx: Ctx
+    ) -> job_pb2.DatasetItem:
+        return await asyncio.to_thread(
+            self._service.dataset_item, context.principal(), request.id, request.item
+        )
