@@ -2,18 +2,56 @@
 
 from __future__ import annotations
 
+import json
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import click
+from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from services.core import auth, errors
 from services.core.config import Config
 from services.core.store import open_store
+from trainyard import sdk, watch
+
+FIXTURE_SPEC = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def main() -> None:
+@click.option(
+    "--url", envvar="TRAINYARD_URL", default=sdk.DEFAULT_URL, show_default=True, help="The gateway."
+)
+@click.option(
+    "--api-key", envvar="TRAINYARD_API_KEY", default="", help="Defaults to TRAINYARD_API_KEY."
+)
+@click.pass_context
+def main(ctx: click.Context, url: str, api_key: str) -> None:
     """Trainyard: one endpoint for training."""
+    ctx.obj = {"url": url, "api_key": api_key}
+
+
+@contextmanager
+def _client(ctx: click.Context) -> Iterator[sdk.Client]:
+    """A client for the command; an API error ends the command with its reason."""
+    client = sdk.Client(ctx.obj["url"], ctx.obj["api_key"])
+    try:
+        yield client
+    except sdk.TrainyardError as exc:
+        click.echo(f"error: {exc.reason}: {exc.message}", err=True)
+        sys.exit(1)
+    finally:
+        client.close()
+
+
+def _print(message: Message) -> None:
+    click.echo(
+        json.dumps(json_format.MessageToDict(message, preserving_proto_field_name=True), indent=2)
+    )
 
 
 @main.command()
@@ -45,6 +83,138 @@ def create_key(org: str, role: str, label: str) -> None:
         store.dispose()
     click.echo(key)
     click.echo(f"key id {key_id}, org {org}, role {role}; it is not shown again", err=True)
+
+
+@main.command()
+@click.pass_context
+def models(ctx: click.Context) -> None:
+    """List the bases this deployment trains, with their profiles."""
+    with _client(ctx) as client:
+        for model in client.models():
+            _print(model)
+
+
+@main.group()
+def jobs() -> None:
+    """Create, list, read, watch, cancel and retry jobs."""
+
+
+@jobs.command("create")
+@click.option(
+    "-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--fixture", is_flag=True, help="The built-in fixture model on the built-in dataset.")
+@click.option("--max-steps", type=int, help="Train at most this many steps.")
+@click.option(
+    "--key",
+    "idempotency_key",
+    help="An idempotency key: the same key makes the create safe to repeat.",
+)
+@click.option("--watch", "then_watch", is_flag=True, help="Watch the job after creating it.")
+@click.pass_context
+def jobs_create(
+    ctx: click.Context, spec_file: Path | None, fixture: bool, max_steps: int | None,
+    idempotency_key: str | None, then_watch: bool,
+) -> None:  # fmt: skip
+    """Create a job from a JSON spec file, or the fixture job."""
+    if bool(spec_file) == fixture:
+        raise click.UsageError("give exactly one of -f SPEC.json or --fixture")
+    spec: dict[str, Any] = json.loads(spec_file.read_text()) if spec_file else dict(FIXTURE_SPEC)
+    if not isinstance(spec, dict):
+        raise click.UsageError("the spec file must hold a JSON object")
+    if max_steps is not None:
+        spec.setdefault("hyperparameters", {})["max_steps"] = max_steps
+    if idempotency_key:
+        spec["idempotency_key"] = idempotency_key
+    with _client(ctx) as client:
+        job = client.create_job(spec)
+        if then_watch:
+            click.echo(f"created {job.id} (number {job.number})", err=True)
+            watch.watch(client.watch_job(job.id))
+        else:
+            _print(job)
+
+
+@jobs.command("list")
+@click.option("--status", default="", help="Only jobs in this status.")
+@click.option("--project", default="", help="Only jobs of this project.")
+@click.option("--limit", default=25, show_default=True, help="At most this many jobs.")
+@click.pass_context
+def jobs_list(ctx: click.Context, status: str, project: str, limit: int) -> None:
+    """List jobs, newest first."""
+    with _client(ctx) as client:
+        for count, job in enumerate(client.list_jobs(status=status, project=project), start=1):
+            click.echo(
+                f"{job.id}  #{job.number:<4} {job.project:<14} {job.status:<11} "
+                f"{job.progress.step}/{job.planned_steps}  {job.base_model}"
+            )
+            if count >= limit:
+                break
+
+
+@jobs.command("get")
+@click.argument("job_id")
+@click.option("--number", "by_number", is_flag=True, help="JOB_ID is the job's number.")
+@click.option("--project", default="", help="With --number: the project.")
+@click.pass_context
+def jobs_get(ctx: click.Context, job_id: str, by_number: bool, project: str) -> None:
+    """Show one job as JSON."""
+    with _client(ctx) as client:
+        _print(client.get_job(job_id, by_number=by_number, project=project))
+
+
+@jobs.command("cancel")
+@click.argument("job_id")
+@click.pass_context
+def jobs_cancel(ctx: click.Context, job_id: str) -> None:
+    """Cancel a job (a running one saves what it trained)."""
+    with _client(ctx) as client:
+        job = client.cancel_job(job_id)
+        click.echo(watch.describe(job))
+
+
+@jobs.command("retry")
+@click.argument("job_id")
+@click.option("--key", "idempotency_key", help="Idempotency key; a new one when omitted.")
+@click.option("--resume", is_flag=True, help="Continue from the last verified checkpoint.")
+@click.pass_context
+def jobs_retry(ctx: click.Context, job_id: str, idempotency_key: str | None, resume: bool) -> None:
+    """Start a new attempt of a succeeded, failed or cancelled job."""
+    key = idempotency_key or str(uuid.uuid4())
+    with _client(ctx) as client:
+        answer = client.retry_job(job_id, idempotency_key=key, resume_from_checkpoint=resume)
+        click.echo(
+            f"attempt {answer.attempt.attempt_number} of {job_id} ({answer.attempt.status}); key {key}"
+        )
+
+
+@jobs.command("watch")
+@click.argument("job_id")
+@click.pass_context
+def jobs_watch(ctx: click.Context, job_id: str) -> None:
+    """Follow a job live until it ends."""
+    with _client(ctx) as client:
+        last = watch.watch(client.watch_job(job_id))
+    if last is not None and last.status in ("failed", "stopped", "rejected"):
+        sys.exit(3)
+
+
+@jobs.command("events")
+@click.argument("job_id")
+@click.option("--after", default=0, help="Only events after this seq.")
+@click.pass_context
+def jobs_events(ctx: click.Context, job_id: str, after: int) -> None:
+    """Print a job's events as JSON lines."""
+    with _client(ctx) as client:
+        while True:
+            page = client.events(job_id, after=after)
+            for event in page.events:
+                click.echo(
+                    json.dumps(json_format.MessageToDict(event, preserving_proto_field_name=True))
+                )
+            if not page.events:
+                break
+            after = page.next_after
 
 
 if __name__ == "__main__":

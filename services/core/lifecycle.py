@@ -177,6 +177,23 @@ def check_job_move(current: str, target: str) -> bool:
     return True
 
 
+def cancel_plan(status: str) -> str:
+    """What a cancel does from `status`: `now` (nothing ran: cancelled at once),
+    `cooperative` (the trainer saves what it trained, via `cancelling`), or `noop`.
+    Raises JOB_FINALIZING or INVALID_TRANSITION where a cancel is refused."""
+    if status in ("queued", "preparing"):
+        return "now"
+    if status in ("running", "evaluating"):
+        return "cooperative"
+    if status in ("cancelling", "cancelled"):
+        return "noop"
+    if status == "finalizing":
+        raise errors.FailedPrecondition(
+            "The job is finalizing; there is nothing left to stop.", reason="JOB_FINALIZING"
+        )
+    raise errors.InvalidTransition("The job has ended and cannot be cancelled.")
+
+
 def check_attempt_move(current: str, target: str) -> bool:
     if target not in ATTEMPT_MOVES:
         raise ValueError("unknown attempt state")

@@ -211,7 +211,7 @@ class JobService:
                 now = utcnow()
                 row = JobRow(
                     id=job_id, org=org, project=job.project, number=number, status="queued",
-                    spec=_spec_json(job), spec_sha256=spec.canonical_sha256(_spec_only(job)),
+                    spec=_spec_json(job), spec_sha256=spec.canonical_sha256(_training_config(job)),
                     plan=_plan_json(admission), preparation={"status": "queued"},
                     requested_by=job.requested_by, attempt_count=1, event_seq=0,
                     create_time=now, update_time=now,
@@ -345,20 +345,17 @@ class JobService:
             with self._store.unit() as session:
                 row = self._job(session, principal, job_id, lock=True)
                 refusal: errors.DomainError | None = None
-                if row.status in ("queued", "preparing"):
+                try:
+                    plan = lifecycle.cancel_plan(row.status)
+                except errors.DomainError as exc:
+                    plan, refusal = "refused", exc
+                if plan == "now":
                     self._cancel_now(session, row, principal, request_id)
-                elif row.status in ("running", "evaluating"):
+                elif plan == "cooperative":
                     lifecycle.move_job(
                         session, row, "cancelling", reason="cancel_requested",
                         actor=principal.key_id, request_id=request_id,
                     )  # fmt: skip
-                elif row.status == "finalizing":
-                    refusal = errors.FailedPrecondition(
-                        "The job is finalizing; there is nothing left to stop.",
-                        reason="JOB_FINALIZING",
-                    )
-                elif row.status not in ("cancelling", "cancelled"):
-                    refusal = errors.InvalidTransition("The job has ended and cannot be cancelled.")
                 name = "training.job.cancel.rejected" if refusal else "training.job.cancel.accepted"
                 audit.record(
                     session, name, org=row.org, subject=row.id, code=refusal.reason if refusal else "",
@@ -768,6 +765,14 @@ def _spec_only(job: job_pb2.Job) -> job_pb2.Job:
     out = job_pb2.Job()
     out.CopyFrom(job)
     for name in _PLAN_FIELDS:
+        out.ClearField(name)  # type: ignore[arg-type]
+    return out
+
+
+def _training_config(job: job_pb2.Job) -> job_pb2.Job:
+    """What the training config hash of provenance covers: the spec minus its labels."""
+    out = _spec_only(job)
+    for name in ("idempotency_key", "requested_by", "project"):
         out.ClearField(name)  # type: ignore[arg-type]
     return out
 

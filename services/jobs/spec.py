@@ -297,7 +297,6 @@ def expand(job: job_pb2.Job, base: Base) -> job_pb2.Job:
     """The spec with every omitted setting filled from the base's profile."""
     out = job_pb2.Job()
     out.CopyFrom(job)
-    out.ClearField("idempotency_key")
     out.project = job.project or DEFAULT_PROJECT
     out.revision = job.revision or base.revision
     out.dataset.tags[:] = list(dict.fromkeys(job.dataset.tags))

@@ -396,3 +396,33 @@ def test_the_queue_limit_and_duration_admission(tight: grpc.Channel, keys: dict[
     with pytest.raises(grpc.RpcError) as caught:
         api.create(FIXTURE)
     assert reason_of(caught.value) == "QUEUE_LIMIT_EXCEEDED"
+
+
+def test_refusals_and_acceptances_are_on_the_audit_trail_without_bodies(
+    acme: Api, store: Store
+) -> None:
+    acme.create({**FIXTURE, "requested_by": "auditor"})
+    with pytest.raises(grpc.RpcError):
+        acme.create(
+            {
+                **FIXTURE,
+                "dataset": {"uri": "fixture:synthetic-tiny-v1", "tags": ["Qx7-no-such-tag"]},
+            }
+        )
+    with store.unit(write=False) as session:
+        rows = session.scalars(sa.select(audit.AuditEvent).order_by(audit.AuditEvent.id)).all()
+        names = [(r.name, r.code) for r in rows]
+        stored = repr([(r.details, r.subject, r.code) for r in rows])
+    assert ("training.job.create.accepted", "") in names
+    assert ("training.job.create.rejected", "DATASET_SELECTION_INVALID") in names
+    assert any(name == "training.job.state.transitioned" for name, _ in names)
+    assert "Qx7" not in stored
+
+
+def test_timing_measures_the_phases_it_can(acme: Api) -> None:
+    job = acme.wait_for(acme.create(FIXTURE).id, prepared)
+    assert job.timing.attempt_count == 1 and job.timing.HasField("preparing_seconds")
+    assert not job.timing.HasField("total_seconds")
+    cancelled = acme.call("CancelJob", job_service_pb2.CancelJobRequest(id=job.id))
+    assert cancelled.timing.total_seconds >= job.timing.preparing_seconds
+    assert not cancelled.timing.HasField("training_seconds")

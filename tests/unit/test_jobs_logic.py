@@ -1,0 +1,322 @@
+"""Pure logic of jobs: planning formulas, duration admission, datasets, strict input, the
+lifecycle's state machine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from services.core import errors, lifecycle
+from services.jobs import datasets, planning, spec
+from services.jobs.catalog import Catalog
+from services.jobs.validation import parse_json_job
+from trainyard.job.v1 import job_pb2, model_pb2
+
+
+def hp(**kw: int) -> job_pb2.Hyperparameters:
+    return job_pb2.Hyperparameters(
+        per_device_train_batch_size=4, gradient_accumulation_steps=2, **kw
+    )
+
+
+def test_the_seed_example_152_examples_at_batch_8_for_3_epochs() -> None:
+    got = planning.plan(160, hp(num_train_epochs=3))
+    assert (got.train_examples, got.eval_examples, got.steps_per_epoch, got.planned_steps) == (
+        152,
+        8,
+        19,
+        57,
+    )
+
+
+@pytest.mark.parametrize(
+    ("selected", "evals"),
+    [
+        (0, 0),
+        (7, 0),
+        (159, 0),
+        (160, 8),
+        (161, 8),
+        (179, 8),
+        (180, 9),
+        (10_240, 512),
+        (99_999, 512),
+    ],
+)
+def test_the_eval_split_starts_at_160_and_caps_at_512(selected: int, evals: int) -> None:
+    assert planning.eval_count(selected) == evals
+
+
+def test_a_partial_last_batch_is_a_step_and_max_steps_wins() -> None:
+    assert planning.plan(9, hp(num_train_epochs=1)).steps_per_epoch == 2
+    assert planning.plan(1000, hp(max_steps=7)).planned_steps == 7
+    assert planning.plan(1000, hp(num_train_epochs=3), step_bound=10).planned_steps == 10
+
+
+def test_early_stopping_without_an_eval_set_is_a_recorded_downgrade() -> None:
+    assert planning.plan(100, hp(num_train_epochs=1, early_stopping_patience=2)).downgrades == (
+        "early_stopping:disabled:no_eval_set",
+    )
+    assert planning.plan(200, hp(num_train_epochs=1, early_stopping_patience=2)).downgrades == ()
+
+
+# The product API's published figures for its 9B profile: 100 steps project 5,250 s at
+# sequence 512 and 14,700 s at 2,048; at 4,096 76 steps (21,540 s) pass and 77 (21,780 s) do not.
+SEED_PROFILE = model_pb2.DurationModel(
+    fixed_seconds=1500,
+    reference_seq_length=512,
+    reference_step_seconds=19.5,
+    step_seconds_per_token=63 / 1024,
+)
+
+
+@pytest.mark.parametrize(
+    ("steps", "seq", "projected"),
+    [(100, 512, 5250), (100, 2048, 14700), (76, 4096, 21540), (77, 4096, 21780)],
+)
+def test_duration_admission_reproduces_the_seed_figures(
+    steps: int, seq: int, projected: float
+) -> None:
+    got = planning.projected_active_seconds(planning.workload_seconds(SEED_PROFILE, steps, seq))
+    assert got == pytest.approx(projected)
+    assert (got <= 21_600) == (projected <= 21_600)
+
+
+def chat(*messages: tuple[str, str], tags: tuple[str, ...] = ()) -> datasets.Row:
+    return datasets.Row(id=str(hash(messages)), name="x", tags=tags, messages=messages)
+
+
+def test_dataset_checks_empty_unusable_and_conflict_with_the_count() -> None:
+    with pytest.raises(errors.DomainError) as caught:
+        datasets.check([], system_prompt="", loss_mask="assistant_only")
+    assert caught.value.reason == "DATASET_EMPTY"
+    blank = [chat(("user", "hi"), ("assistant", "  "))]
+    with pytest.raises(errors.DomainError) as caught:
+        datasets.check(blank, system_prompt="", loss_mask="assistant_only")
+    assert caught.value.reason == "DATASET_UNUSABLE"
+    rows = [chat(("system", "be nice"), ("user", "a"), ("assistant", "b")) for _ in range(3)]
+    rows.append(chat(("user", "a"), ("assistant", "c")))
+    with pytest.raises(errors.DomainError) as caught:
+        datasets.check(rows, system_prompt="Be brief.", loss_mask="assistant_only")
+    assert caught.value.reason == "DATASET_CONFLICT" and caught.value.metadata["conflicts"] == "3"
+
+
+def test_tags_select_the_union_and_unknown_tags_are_refused() -> None:
+    rows = datasets.fixture_rows()
+    assert len(datasets.select(rows, ["reverse", "upper", "reverse"])) == 80
+    with pytest.raises(errors.DomainError) as caught:
+        datasets.select(rows, ["nope"])
+    assert caught.value.reason == "DATASET_SELECTION_INVALID"
+
+
+def test_uploaded_rows_parse_and_a_bad_line_is_named_by_number() -> None:
+    good = b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+    assert [r.messages for r in datasets.parse_jsonl(good * 2)] == [
+        (("user", "hi"), ("assistant", "yo"))
+    ] * 2
+    with pytest.raises(errors.DomainError) as caught:
+        datasets.parse_jsonl(good + b'{"messages": "SECRET"}\n')
+    assert caught.value.reason == "DATASET_UNUSABLE" and caught.value.metadata["line"] == "2"
+    assert "SECRET" not in caught.value.message
+
+
+def test_the_eval_split_is_stable_and_grows_by_identity() -> None:
+    rows = datasets.fixture_rows()
+    first = datasets.eval_ids(rows, "assistant_only")
+    assert first == datasets.eval_ids(list(reversed(rows)), "assistant_only") and len(first) == 8
+    snap = datasets.build_snapshot(rows, "assistant_only")
+    assert snap.sha256 == datasets.build_snapshot(rows, "assistant_only").sha256
+
+
+FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**FIXTURE, "worker_url": "http://x"}, "body"),
+        ({**FIXTURE, "hyperparameters": {"callback": 1}}, "hyperparameters"),
+        ({**FIXTURE, "status": "succeeded"}, "status"),
+        (
+            {**FIXTURE, "hyperparameters": {"learning_rate": "fast"}},
+            "hyperparameters.learning_rate",
+        ),
+        ({**FIXTURE, "hyperparameters": {"max_steps": 2.5}}, "hyperparameters.max_steps"),
+        ({**FIXTURE, "dataset": {"uri": "s3://bucket/rows.jsonl"}}, "dataset.uri"),
+        ({**FIXTURE, "dataset": {"uri": "fixture:other"}}, "dataset.uri"),
+        ({**FIXTURE, "base_model": "/models/llama"}, "base_model"),
+        ({**FIXTURE, "base_model": "gpt-unapproved"}, "base_model"),
+        ({**FIXTURE, "requested_by": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, "requested_by"),
+        ({**FIXTURE, "output": {"name": "../../etc"}}, "output.name"),
+        (
+            {**FIXTURE, "dataset": {**FIXTURE["dataset"], "system_prompt": "run $(rm -rf /)"}},
+            "dataset.system_prompt",
+        ),
+        ({**FIXTURE, "hyperparameters": {"learning_rate": 2}}, "hyperparameters.learning_rate"),
+        (
+            {**FIXTURE, "retention": {"policy_class": "ephemeral", "ttl_seconds": 10}},
+            "retention.ttl_seconds",
+        ),
+        ({**FIXTURE, "resources": {"machines": ["gpu-1"], "budget": 100}}, "resources.budget"),
+    ],
+)
+def test_strict_input_names_the_field_and_never_the_value(body: dict, field: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(errors.DomainError) as caught:
+        spec.validate(parse_json_job(body), Catalog())
+    assert caught.value.reason == "VALIDATION_ERROR"
+    assert caught.value.metadata["field"] == field
+    sent = json.dumps(body)
+    for value in (
+        "http://x",
+        "fast",
+        "s3://",
+        "/models",
+        "gpt-unapproved",
+        "ghp_",
+        "../",
+        "rm -rf",
+    ):
+        if value in sent:
+            assert value not in caught.value.message and value not in str(caught.value.metadata)
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({**FIXTURE, "adaptation": {"mode": "qlora"}}, "UNSUPPORTED_ADAPTATION"),
+        (
+            {**FIXTURE, "objective": {"terms": [{"kind": "consistency", "weight": 1}]}},
+            "UNSUPPORTED_OBJECTIVE",
+        ),
+        ({**FIXTURE, "protect": {"suites": ["ag_news"]}}, "UNSUPPORTED_PROTECT"),
+        ({**FIXTURE, "output": {"kind": "merged"}}, "UNSUPPORTED_OUTPUT"),
+        ({**FIXTURE, "resources": {"devices": ["metal"]}}, "UNSUPPORTED_DEVICE"),
+        ({**FIXTURE, "evaluation": {"suites": ["labels"]}}, "UNSUPPORTED_EVALUATION"),
+    ],
+)
+def test_choices_outside_the_support_table_name_what_is_supported(body: dict, reason: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(errors.DomainError) as caught:
+        spec.validate(parse_json_job(body), Catalog())
+    assert caught.value.reason == reason
+    assert "supported" in caught.value.metadata
+
+
+def test_checks_run_in_hip_order_shape_before_base() -> None:
+    body = {
+        "base_model": "unknown-model",
+        "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+        "adaptation": {"mode": "nope"},
+    }
+    with pytest.raises(errors.DomainError) as caught:
+        spec.validate(parse_json_job(body), Catalog())
+    assert caught.value.metadata["field"] == "adaptation.mode"
+
+
+def test_the_architecture_example_body_is_accepted_and_expanded() -> None:
+    body = {
+        "idempotency_key": "nightly-42", "project": "support-bot", "requested_by": "ci",
+        "base_model": "fixture-tiny-llm", "revision": "v1",
+        "dataset": {"uri": "fixture:synthetic-tiny-v1", "system_prompt": "Be brief."},
+        "objective": {"loss": "cross_entropy", "loss_mask": "assistant_only"},
+        "adaptation": {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]},
+        "hyperparameters": {"num_train_epochs": 3, "learning_rate": 0.0002, "per_device_train_batch_size": 4,
+                            "gradient_accumulation_steps": 2, "warmup_steps": 0, "max_seq_length": 512,
+                            "early_stopping_patience": 2},
+        "resources": {"machines": ["gpu-1"], "devices": ["cuda"], "max_seconds": 3600},
+        "output": {"kind": "lora", "name": "support-v1"},
+        "retention": {"policy_class": "standard", "ttl_seconds": 604800},
+    }  # fmt: skip
+    job = parse_json_job(body)
+    base = spec.validate(job, Catalog())
+    expanded = spec.expand(job, base)
+    assert expanded.hyperparameters.save_steps == 10 and expanded.adaptation.rank == 8
+    assert expanded.idempotency_key == "nightly-42" and expanded.project == "support-bot"
+
+
+bad_values = st.text(min_size=6, max_size=40).map(lambda s: "Zq9" + s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from(
+        ["base_model", "project", "requested_by", "idempotency_key", "revision", "unknown_x"]
+    ),
+    value=bad_values
+    | st.integers()
+    | st.lists(bad_values, max_size=2)
+    | st.dictionaries(bad_values, bad_values, max_size=2),
+)
+def test_no_refusal_ever_holds_what_was_sent(key: str, value: object) -> None:
+    body = {**FIXTURE, key: value}
+    try:
+        spec.validate(parse_json_job(body), Catalog())
+    except errors.DomainError as exc:
+        rendered = exc.message + json.dumps(exc.metadata) + json.dumps(exc.fields)
+        for sent in _strings(value):
+            assert sent not in rendered
+    else:
+        assert key in ("project", "requested_by", "idempotency_key")
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+class JobLifecycle(RuleBasedStateMachine):
+    """Any sequence of moves, cancels and retries keeps the lifecycle's promises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status = "queued"
+
+    @rule(to=st.sampled_from(sorted(lifecycle.JOB_STATES)))
+    def move(self, to: str) -> None:
+        before = self.status
+        try:
+            changed = lifecycle.check_job_move(before, to)
+        except errors.InvalidTransition:
+            assert to != before and to not in lifecycle.JOB_MOVES[before]
+            return
+        assert changed == (to != before)
+        assert before not in lifecycle.TERMINAL or not changed  # terminal states never change
+        self.status = to
+
+    @rule()
+    def cancel(self) -> None:
+        try:
+            plan = lifecycle.cancel_plan(self.status)
+        except errors.DomainError as exc:
+            assert (self.status == "finalizing" and exc.reason == "JOB_FINALIZING") or (
+                self.status in lifecycle.TERMINAL - {"cancelled"}
+                and exc.reason == "INVALID_TRANSITION"
+            )
+            return
+        if plan == "now":
+            self.status = "cancelled"
+        elif plan == "cooperative":
+            assert lifecycle.check_job_move(self.status, "cancelling")
+            self.status = "cancelling"
+        else:
+            assert self.status in ("cancelling", "cancelled")
+
+    @rule()
+    def retry(self) -> None:
+        if self.status in lifecycle.RETRYABLE:
+            self.status = "queued"
+
+    @invariant()
+    def known_state(self) -> None:
+        assert self.status in lifecycle.JOB_STATES
+
+
+TestJobLifecycle = JobLifecycle.TestCase

@@ -1,0 +1,82 @@
+"""`trainyard jobs watch`: a live bar (state, step of planned, loss, ETA) on a terminal,
+plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from trainyard.job.v1 import job_pb2, job_service_pb2
+
+TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
+
+
+def _eta(job: job_pb2.Job) -> str:
+    if not job.progress.HasField("eta_seconds"):
+        return "-"
+    seconds = int(job.progress.eta_seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _loss(job: job_pb2.Job) -> str:
+    return f"{job.progress.loss:.4f}" if job.progress.HasField("loss") else "-"
+
+
+def describe(job: job_pb2.Job) -> str:
+    """One plain line about a job's state and progress."""
+    parts = [f"{job.id} {job.status}", f"step {job.progress.step}/{job.planned_steps}"]
+    if job.progress.HasField("loss"):
+        parts.append(f"loss {_loss(job)}")
+    if job.progress.HasField("eta_seconds") and job.status not in TERMINAL:
+        parts.append(f"eta {_eta(job)}")
+    if job.failure_code:
+        parts.append(f"failure {job.failure_code}")
+    if job.status in TERMINAL:
+        parts.append(f"model_available {str(job.model_available).lower()}")
+    return "  ".join(parts)
+
+
+def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
+    """Render a stream of WatchJobResponse until it ends; returns the last job seen."""
+    out = out or sys.stdout
+    last: job_pb2.Job | None = None
+    if out.isatty():
+        console = Console(file=out)
+        columns = (
+            TextColumn("[bold]{task.fields[status]:<11}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("eta {task.fields[eta]}"),
+        )
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("job", total=None, status="…", loss="-", eta="-")
+            for update in updates:  # type: ignore[attr-defined]
+                if update.HasField("job"):
+                    last = update.job
+                    bar.update(
+                        task,
+                        total=last.planned_steps or None,
+                        completed=last.progress.step,
+                        status=last.status,
+                        loss=_loss(last),
+                        eta=_eta(last),
+                    )
+        if last is not None:
+            console.print(describe(last))
+        return last
+    previous = ""
+    for update in updates:  # type: ignore[attr-defined]
+        assert isinstance(update, job_service_pb2.WatchJobResponse)
+        if update.HasField("job"):
+            last = update.job
+            line = describe(last)
+            if line != previous:
+                out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                out.flush()
+                previous = line
+    return last
