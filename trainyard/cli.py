@@ -13,6 +13,7 @@ from typing import Any
 import click
 from google.protobuf import json_format
 from google.protobuf.message import Message
+from rich.progress import TextColumn
 
 from services.core import auth, errors
 from services.core.config import Config
@@ -215,6 +216,82 @@ def jobs_events(ctx: click.Context, job_id: str, after: int) -> None:
             if not page.events:
                 break
             after = page.next_after
+
+
+@main.group()
+def artifacts() -> None:
+    """Upload, list, download and delete the org's objects."""
+
+
+def _bar(label: str) -> Any:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        disable=not sys.stderr.isatty(),
+    )
+
+
+@artifacts.command("upload")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", help="A name for it; the file's name by default.")
+@click.pass_context
+def artifacts_upload(ctx: click.Context, file: Path, name: str | None) -> None:
+    """Upload chat JSON Lines: hash, grant, PUT, read-back confirmation."""
+    with _client(ctx) as client, _bar("upload") as bar:
+        task = bar.add_task("upload", total=file.stat().st_size)
+        artifact = client.upload(
+            file, name=name, progress=lambda done, total: bar.update(task, completed=done)
+        )
+    click.echo(f"{artifact.sha256}  {artifact.size} bytes  {artifact.status}")
+    click.echo(f"use it as dataset.uri artifact:{artifact.sha256}", err=True)
+
+
+@artifacts.command("ls")
+@click.option("--kind", default="", help="Only this kind.")
+@click.pass_context
+def artifacts_ls(ctx: click.Context, kind: str) -> None:
+    """List the org's objects, newest first."""
+    with _client(ctx) as client:
+        for artifact in client.list_artifacts(kind=kind):
+            expires = (
+                artifact.expires_at.ToJsonString() if artifact.HasField("expires_at") else "kept"
+            )
+            click.echo(
+                f"{artifact.sha256}  {artifact.kind:<10} {artifact.size:>12}  {artifact.name}  {expires}"
+            )
+
+
+@artifacts.command("get")
+@click.argument("sha256")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Where to write it."
+)
+@click.pass_context
+def artifacts_get(ctx: click.Context, sha256: str, output: Path | None) -> None:
+    """Download an object and verify its sha256."""
+    target = output or Path(sha256)
+    with _client(ctx) as client, _bar("download") as bar:
+        task = bar.add_task("download", total=None)
+        client.download(
+            sha256,
+            target,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    click.echo(f"{target}  verified")
+
+
+@artifacts.command("rm")
+@click.argument("sha256")
+@click.pass_context
+def artifacts_rm(ctx: click.Context, sha256: str) -> None:
+    """Delete an object, its metadata and provenance."""
+    with _client(ctx) as client:
+        client.delete_artifact(sha256)
+    click.echo(f"{sha256}  deleted")
 
 
 if __name__ == "__main__":

@@ -10,17 +10,26 @@ for update in client.watch_job(job.id):
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
+import httpx
 from google.protobuf import struct_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from trainyard.artifact.v1 import (
+    artifact_pb2,
+    artifact_service_pb2,
+    artifact_service_pb2_grpc,
+    provenance_pb2,
+)
 from trainyard.job.v1 import (
     attempt_pb2,
     event_pb2,
@@ -78,6 +87,7 @@ class Client:
         self._timeout = timeout
         self._channel = _channel(self.url)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self._channel)
+        self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -190,3 +200,135 @@ class Client:
 
     def models(self) -> list[model_pb2.BaseModel]:
         return list(self._call("ListModels", job_service_pb2.ListModelsRequest()).models)
+
+    # -- artifacts -------------------------------------------------------------------------
+
+    def upload(
+        self,
+        path: Path,
+        *,
+        name: str | None = None,
+        kind: str = "dataset",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> artifact_pb2.Artifact:
+        """Hash a file, ask for a grant, PUT the bytes (unless the org holds them already),
+        and have the service read them back and verify them."""
+        sha256, size = file_sha256(path)
+        grant = self._call(
+            "CreateArtifact",
+            artifact_service_pb2.CreateArtifactRequest(
+                kind=kind, name=name or _safe_name(path), sha256=sha256, size=size
+            ),
+        )
+        if not grant.stored:
+            transfers = (
+                [(0, size, grant.upload.url, dict(grant.upload.headers))]
+                if grant.HasField("upload")
+                else [(p.offset, p.size, p.url, dict(p.headers)) for p in grant.parts]
+            )
+            sent = 0
+            with httpx.Client(timeout=httpx.Timeout(60.0, read=600.0)) as http:
+                for offset, length, url, headers in transfers:
+
+                    def body(offset: int = offset, length: int = length) -> Iterator[bytes]:
+                        nonlocal sent
+                        with path.open("rb") as fh:
+                            fh.seek(offset)
+                            left = length
+                            while left:
+                                chunk = fh.read(min(1 << 20, left))
+                                left -= len(chunk)
+                                sent += len(chunk)
+                                if progress:
+                                    progress(sent, size)
+                                yield chunk
+
+                    answer = http.put(url, content=body(), headers=headers)
+                    if answer.status_code >= 300:
+                        raise TrainyardError(
+                            grpc.StatusCode.FAILED_PRECONDITION,
+                            "UPLOAD_REFUSED",
+                            f"The object store refused the upload ({answer.status_code}).",
+                            {},
+                        )
+        elif progress:
+            progress(size, size)
+        return self._call(
+            "ConfirmArtifact",
+            artifact_service_pb2.ConfirmArtifactRequest(sha256=sha256),
+            timeout=600,
+        )
+
+    def get_artifact(self, sha256: str) -> artifact_pb2.Artifact:
+        return self._call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=sha256))
+
+    def list_artifacts(self, *, kind: str = "") -> Iterator[artifact_pb2.Artifact]:
+        token = ""
+        while True:
+            page = self._call(
+                "ListArtifacts",
+                artifact_service_pb2.ListArtifactsRequest(kind=kind, page_token=token),
+            )
+            yield from page.artifacts
+            token = page.next_page_token
+            if not token:
+                return
+
+    def download(
+        self, sha256: str, target: Path, *, progress: Callable[[int, int], None] | None = None
+    ) -> Path:
+        """Download an object and verify its sha256 before it lands at `target`."""
+        artifact = self.get_artifact(sha256)
+        partial = target.with_name(target.name + ".partial")
+        digest, got = hashlib.sha256(), 0
+        with httpx.stream(
+            "GET", artifact.url, headers=dict(artifact.headers), timeout=600
+        ) as answer:
+            answer.raise_for_status()
+            with partial.open("wb") as fh:
+                for chunk in answer.iter_bytes(1 << 20):
+                    fh.write(chunk)
+                    digest.update(chunk)
+                    got += len(chunk)
+                    if progress:
+                        progress(got, artifact.size)
+        if digest.hexdigest() != sha256:
+            partial.unlink(missing_ok=True)
+            raise TrainyardError(
+                grpc.StatusCode.DATA_LOSS, "ARTIFACT_MISMATCH", "The download did not verify.", {}
+            )
+        partial.replace(target)
+        return target
+
+    def delete_artifact(self, sha256: str) -> bool:
+        return bool(
+            self._call(
+                "DeleteArtifact", artifact_service_pb2.DeleteArtifactRequest(sha256=sha256)
+            ).deleted
+        )
+
+    def job_artifacts(self, job_id: str) -> list[artifact_pb2.Artifact]:
+        return list(
+            self._call(
+                "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job_id)
+            ).artifacts
+        )
+
+    def provenance(self, job_id: str) -> provenance_pb2.ProvenanceRecord:
+        return self._call(
+            "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job_id)
+        )
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _safe_name(path: Path) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in path.name).lstrip(".-_")
+    return cleaned[:128] or "upload"

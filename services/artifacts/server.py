@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import grpc
 
+from services.artifacts.crypto import KeyWrap
+from services.artifacts.objects import ObjectStore
+from services.artifacts.service import ArtifactService
 from services.artifacts.servicer import ArtifactServicer
+from services.core import keys
 from services.core.auth import ADMIN, PLATFORM
 from services.core.config import Config
+from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
 from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc
+
+log = logging.getLogger(__name__)
 
 FULL_NAME = artifact_service_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
 ROLES: dict[str, frozenset[str]] = {
@@ -22,10 +33,23 @@ ROLES: dict[str, frozenset[str]] = {
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
-    def register(server: grpc.aio.Server, store: Store) -> None:
-        artifact_service_pb2_grpc.add_ArtifactServiceServicer_to_server(ArtifactServicer(), server)
+    holder: dict[str, ArtifactService] = {}
 
-    return build(
+    def register(server: grpc.aio.Server, store: Store) -> None:
+        master = config.master_key()
+        service = ArtifactService(
+            store,
+            ObjectStore(config),
+            KeyWrap(master),
+            config,
+            PageTokens(keys.derive(master, "page-tokens")),
+        )
+        holder["service"] = service
+        artifact_service_pb2_grpc.add_ArtifactServiceServicer_to_server(
+            ArtifactServicer(service), server
+        )
+
+    built = build(
         config,
         name="artifacts",
         full_name=FULL_NAME,
@@ -34,3 +58,23 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         store=store,
         port=port,
     )
+
+    async def sweep_forever(stopping: asyncio.Event) -> None:
+        """The retention sweep, hourly by default."""
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), config.sweep_interval_seconds)
+            if stopping.is_set():
+                return
+            try:
+                expired, lapsed = await asyncio.to_thread(holder["service"].sweep)
+                log.info(
+                    "retention sweep deleted %d expired objects and %d lapsed uploads",
+                    expired,
+                    lapsed,
+                )
+            except Exception:
+                log.exception("retention sweep failed")
+
+    built.background.append(sweep_forever)
+    return built

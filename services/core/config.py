@@ -31,7 +31,13 @@ class Config:
     queue_limit: int = 64
     execution_limit_seconds: int = 21_600
     retention_days: int = 30
+    # How long an upload grant's URLs work (two hours, HIP-1333 §9).
+    grant_seconds: int = 7200
+    # Seconds between retention sweeps (hourly); tests set it lower.
+    sweep_interval_seconds: int = 3600
     s3_endpoint: str = ""
+    # The S3 address presigned URLs name, for clients that reach the store another way.
+    s3_public_endpoint: str = ""
     s3_region: str = "us-east-1"
     s3_bucket: str = "trainyard"
     s3_access_key: str = ""
@@ -83,8 +89,12 @@ class Config:
             report_interval_seconds=num("REPORT_INTERVAL_SECONDS", 20),
             queue_limit=num("QUEUE_LIMIT", 64),
             execution_limit_seconds=num("EXECUTION_LIMIT_SECONDS", 21_600),
-            retention_days=num("RETENTION_DAYS", 30),
+            # HIP-1333 calls it TRAIN_RETENTION_DAYS; both names are read.
+            retention_days=num("RETENTION_DAYS", int(env.get("TRAIN_RETENTION_DAYS") or 30)),
+            grant_seconds=num("GRANT_SECONDS", 7200),
+            sweep_interval_seconds=num("SWEEP_INTERVAL_SECONDS", 3600),
             s3_endpoint=env.get("TRAINYARD_S3_ENDPOINT", ""),
+            s3_public_endpoint=env.get("TRAINYARD_S3_PUBLIC_ENDPOINT", ""),
             s3_region=env.get("TRAINYARD_S3_REGION") or "us-east-1",
             s3_bucket=env.get("TRAINYARD_S3_BUCKET") or "trainyard",
             s3_access_key=env.get("TRAINYARD_S3_ACCESS_KEY", ""),

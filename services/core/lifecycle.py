@@ -85,6 +85,10 @@ class JobRow(Base):
     outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
     dataset_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    # The sha256 of the uploaded object the job reads (`dataset.uri` `artifact:<sha256>`).
+    reads_sha256: Mapped[str] = mapped_column(
+        sa.String(64), default="", server_default="", index=True
+    )
     model_available: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
     failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
     failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
@@ -326,3 +330,37 @@ def reopen_for_retry(
         session, "training.job.retry.accepted", org=job.org, subject=job.id, actor=actor,
         code=f"{previous}->queued", attempt=attempt.attempt_number,
     )  # fmt: skip
+
+
+def tombstone(session: Session, job: JobRow) -> None:
+    """What is left of a job once its artifact is deleted (`001_…`): its id, number,
+    status and times; no request, dataset, model, parameters or hashes. The snapshot it
+    read goes too, unless another job still reads it."""
+    from services.jobs.store import SnapshotRow  # the snapshot is JobService's table
+
+    dataset = job.dataset_sha256
+    job.spec = None
+    job.spec_sha256 = job.dataset_sha256 = job.reads_sha256 = job.requested_by = ""
+    job.plan = {}
+    job.preparation = job.progress = job.evaluation = job.outcome = job.result = None
+    job.model_available = False
+    job.deleted = True
+    job.update_time = utcnow()
+    session.execute(
+        sa.delete(EventRow).where(
+            EventRow.job_id == job.id, EventRow.type.in_(("artifact", "result", "log"))
+        )
+    )
+    session.flush()
+    if dataset:
+        others = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(JobRow)
+            .where(JobRow.org == job.org, JobRow.dataset_sha256 == dataset)
+        )
+        if not others:
+            session.execute(
+                sa.delete(SnapshotRow).where(
+                    SnapshotRow.org == job.org, SnapshotRow.sha256 == dataset
+                )
+            )

@@ -214,6 +214,7 @@ class JobService:
                     spec=_spec_json(job), spec_sha256=spec.canonical_sha256(_training_config(job)),
                     plan=_plan_json(admission), preparation={"status": "queued"},
                     requested_by=job.requested_by, attempt_count=1, event_seq=0,
+                    reads_sha256=spec.artifact_sha256(job.dataset.uri) or "",
                     create_time=now, update_time=now,
                 )  # fmt: skip
                 session.add(row)

@@ -15,7 +15,10 @@ def test_migrations_match_the_declared_tables(store: Store) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    import services.core.audit  # noqa: F401  (declares its tables)
+    import services.artifacts.store
+    import services.core.audit
+    import services.core.lifecycle
+    import services.jobs.store  # noqa: F401
 
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)

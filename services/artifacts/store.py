@@ -1,0 +1,83 @@
+"""Tables ArtifactService owns: org keys, objects, job artifacts, provenance records."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from services.core.store import Base, UtcDateTime
+
+
+class OrgKeyRow(Base):
+    """An org's data key, wrapped under the master key."""
+
+    __tablename__ = "org_keys"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    wrapped: Mapped[bytes] = mapped_column(sa.LargeBinary())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class ObjectRow(Base):
+    """One object of an org, named by the sha256 of its bytes. The row goes with the
+    bytes: a deleted object leaves no trace of its hash."""
+
+    __tablename__ = "objects"
+    __table_args__ = (
+        sa.UniqueConstraint("id", name="uq_objects_id"),
+        sa.Index("ix_objects_org_create_time", "org", "create_time"),
+    )
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    # A surrogate id, so the audit trail can name the object without its hash.
+    id: Mapped[str] = mapped_column(sa.String(32))
+    size: Mapped[int] = mapped_column(sa.BigInteger())
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(128))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    job_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    published: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    retention_policy: Mapped[str] = mapped_column(sa.String(16), default="default")
+    ttl_seconds: Mapped[int | None] = mapped_column(sa.BigInteger(), nullable=True)
+    upload_id: Mapped[str] = mapped_column(sa.String(256), default="")
+    meta: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    grant_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    stored_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class JobArtifactRow(Base):
+    """An object a job produced."""
+
+    __tablename__ = "job_artifacts"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(128))
+    provenance_record_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class ProvenanceRow(Base):
+    """The one provenance record of a completed job."""
+
+    __tablename__ = "provenance_records"
+    __table_args__ = (sa.UniqueConstraint("job_id", name="uq_provenance_records_job_id"),)
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    job_id: Mapped[str] = mapped_column(sa.String(32))
+    dataset_sha256: Mapped[str] = mapped_column(sa.String(64))
+    artifact_sha256: Mapped[str] = mapped_column(sa.String(64))
+    base_model_id: Mapped[str] = mapped_column(sa.String(128))
+    base_model_sha256: Mapped[str] = mapped_column(sa.String(64))
+    training_config_sha256: Mapped[str] = mapped_column(sa.String(64))
+    created_at: Mapped[str] = mapped_column(sa.String(32))
+    schema_version: Mapped[int] = mapped_column(sa.Integer())

@@ -1,0 +1,532 @@
+"""ArtifactService against a real SeaweedFS, on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import secrets
+import subprocess
+import time
+
+import grpc
+import httpx
+import pytest
+import sqlalchemy as sa
+from google.protobuf import json_format, struct_pb2
+
+from infra.objectstore import SeaweedFS
+from services.artifacts.server import build_server as build_artifacts
+from services.core import audit, auth, lifecycle
+from services.core.config import Config
+from services.core.store import Store
+from tests.integration.test_jobs import reason_of
+from tests.support import ServiceThread
+from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc, provenance_pb2
+from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Org:
+    """A fresh org with a member key, talking to ArtifactService (and JobService)."""
+
+    def __init__(
+        self, store: Store, artifacts: ServiceThread, jobs: ServiceThread | None = None
+    ) -> None:
+        self.name = f"org-{secrets.token_hex(4)}"
+        with store.unit() as session:
+            self.key = auth.create_key(session, org=self.name, role="member")[1]
+        self._channel = grpc.insecure_channel(artifacts.target)
+        self.stub = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
+        self.jobs = (
+            job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+            if jobs
+            else None
+        )
+        self.md = [("authorization", f"Bearer {self.key}")]
+
+    def call(self, method: str, request, stub=None):  # type: ignore[no-untyped-def]
+        return getattr(stub or self.stub, method)(request, metadata=self.md, timeout=120)
+
+    def refused(self, method: str, request, stub=None) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(grpc.RpcError) as caught:
+            self.call(method, request, stub)
+        return reason_of(caught.value)
+
+    def grant(self, data: bytes, **kw):  # type: ignore[no-untyped-def]
+        request = artifact_service_pb2.CreateArtifactRequest(
+            kind="dataset",
+            name="rows.jsonl",
+            sha256=kw.pop("sha256", sha(data)),
+            size=kw.pop("size", len(data)),
+        )
+        return self.call("CreateArtifact", request)
+
+    def upload(self, data: bytes) -> str:
+        grant = self.grant(data)
+        if not grant.stored:
+            r = httpx.put(grant.upload.url, content=data, headers=dict(grant.upload.headers))
+            assert r.status_code == 200, r.text
+        self.call("ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(data)))
+        return sha(data)
+
+    def download(self, digest: str) -> bytes:
+        got = self.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=digest))
+        r = httpx.get(got.url, headers=dict(got.headers))
+        assert r.status_code == 200
+        return r.content
+
+
+@pytest.fixture
+def org(store: Store, artifacts: ServiceThread) -> Org:
+    return Org(store, artifacts)
+
+
+def stored_keys(seaweed: SeaweedFS, org: str) -> list[str]:
+    listed = seaweed.client().list_objects_v2(Bucket="trainyard", Prefix=f"{org}/")
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def test_an_upload_is_granted_put_confirmed_and_read_back(org: Org) -> None:
+    data = b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+    grant = org.grant(data)
+    assert not grant.stored and grant.upload.method == "PUT"
+    headers = dict(grant.upload.headers)
+    assert headers["content-length"] == str(len(data))
+    assert (
+        headers["x-amz-checksum-sha256"] == base64.b64encode(hashlib.sha256(data).digest()).decode()
+    )
+    assert headers["x-amz-server-side-encryption-customer-algorithm"] == "AES256"
+    assert 7000 < grant.upload.expires - time.time() <= 7200
+    assert httpx.put(grant.upload.url, content=data, headers=headers).status_code == 200
+    artifact = org.call(
+        "ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(data))
+    )
+    assert (artifact.status, artifact.size, artifact.kind) == ("stored", len(data), "dataset")
+    assert org.grant(data).stored
+    assert org.download(sha(data)) == data
+
+
+@pytest.mark.parametrize(
+    "tamper", ["body", "checksum", "size", "signature", "key", "missing_header"]
+)
+def test_a_tampered_upload_is_refused_and_nothing_is_stored(
+    org: Org, seaweed: SeaweedFS, tamper: str
+) -> None:
+    data = os.urandom(4096)
+    grant = org.grant(data)
+    url, headers = grant.upload.url, dict(grant.upload.headers)
+    body = data
+    if tamper == "body":
+        body = os.urandom(4096)
+    elif tamper == "checksum":
+        headers["x-amz-checksum-sha256"] = base64.b64encode(
+            hashlib.sha256(b"other").digest()
+        ).decode()
+    elif tamper == "size":
+        body, headers["content-length"] = data[:-1], str(len(data) - 1)
+    elif tamper == "signature":
+        url = url.replace("X-Amz-Signature=", "X-Amz-Signature=0")
+    elif tamper == "key":
+        headers["x-amz-server-side-encryption-customer-key"] = base64.b64encode(
+            os.urandom(32)
+        ).decode()
+    elif tamper == "missing_header":
+        del headers["x-amz-checksum-sha256"]
+    assert httpx.put(url, content=body, headers=headers).status_code >= 400
+    assert stored_keys(seaweed, org.name) == []
+    assert org.refused(
+        "ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(data))
+    ) == ("ARTIFACT_NOT_UPLOADED")
+
+
+def test_an_expired_grant_is_refused(s3_config: Config, store: Store, seaweed: SeaweedFS) -> None:
+    short = dataclasses.replace(s3_config, grant_seconds=1)
+    served = ServiceThread(lambda: build_artifacts(short, store=store, port=0))
+    try:
+        org = Org(store, served)
+        data = os.urandom(1000)
+        grant = org.grant(data)
+        time.sleep(2.5)
+        assert (
+            httpx.put(
+                grant.upload.url, content=data, headers=dict(grant.upload.headers)
+            ).status_code
+            == 403
+        )
+        assert stored_keys(seaweed, org.name) == []
+    finally:
+        served.stop()
+
+
+def test_another_orgs_grant_and_object_answer_as_unknown(
+    org: Org, store: Store, artifacts: ServiceThread
+) -> None:
+    other = Org(store, artifacts)
+    data = os.urandom(2048)
+    digest = org.upload(data)
+    unknown = sha(b"never uploaded")
+    for method, request in [
+        ("GetArtifact", lambda s: artifact_service_pb2.GetArtifactRequest(sha256=s)),
+        ("ConfirmArtifact", lambda s: artifact_service_pb2.ConfirmArtifactRequest(sha256=s)),
+        ("DeleteArtifact", lambda s: artifact_service_pb2.DeleteArtifactRequest(sha256=s)),
+    ]:
+        with pytest.raises(grpc.RpcError) as foreign:
+            other.call(method, request(digest))
+        with pytest.raises(grpc.RpcError) as absent:
+            other.call(method, request(unknown))
+        assert (foreign.value.code(), foreign.value.details()) == (
+            absent.value.code(),
+            absent.value.details(),
+        )  # type: ignore[attr-defined]
+    # Another org registering the same bytes gets its own grant, under its own key.
+    assert not other.grant(data).stored
+
+
+def test_two_hundred_uploads_of_random_sizes_round_trip_bit_exact(org: Org) -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        data = rng.randbytes(rng.choice([1, rng.randint(2, 4096), rng.randint(4097, 262_144)]))
+        assert org.download(org.upload(data)) == data
+
+
+def test_a_large_object_goes_up_in_parts_and_verifies(org: Org) -> None:
+    data = os.urandom(64 * 1024 * 1024 + 4099)
+    grant = org.grant(data)
+    assert not grant.HasField("upload") and [p.size for p in grant.parts] == [
+        64 * 1024 * 1024,
+        4099,
+    ]
+    for part in grant.parts:
+        chunk = data[part.offset : part.offset + part.size]
+        assert (
+            httpx.put(part.url, content=chunk, headers=dict(part.headers), timeout=120).status_code
+            == 200
+        )
+    artifact = org.call(
+        "ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(data))
+    )
+    assert artifact.size == len(data)
+
+
+def test_bytes_that_read_back_otherwise_are_deleted(org: Org, seaweed: SeaweedFS) -> None:
+    data, other = os.urandom(100), os.urandom(100)
+    grant = org.grant(data, sha256=sha(other))  # a grant for bytes the caller does not send
+    assert (
+        httpx.put(grant.upload.url, content=data, headers=dict(grant.upload.headers)).status_code
+        >= 400
+    )
+    assert stored_keys(seaweed, org.name) == []
+
+
+def test_no_plaintext_reaches_the_store_disks(org: Org, seaweed: SeaweedFS) -> None:
+    marker = f"PLAINTEXT-MARKER-{secrets.token_hex(8)}".encode()
+    org.upload(marker * 500)
+    found = subprocess.run(
+        ["grep", "-rl", marker.decode(), str(seaweed.home)], capture_output=True, text=True
+    )
+    assert found.stdout == ""
+
+
+def test_the_pending_limit_bounds_unconfirmed_bytes(org: Org) -> None:
+    for n in range(2):
+        org.grant(b"", sha256=sha(str(n).encode()), size=60 * 1024**3)
+    with pytest.raises(grpc.RpcError) as caught:
+        org.grant(b"", sha256=sha(b"2"), size=60 * 1024**3)
+    assert reason_of(caught.value) == "PENDING_LIMIT"
+
+
+def test_lapsed_grants_are_swept_and_audited_first(
+    s3_config: Config, store: Store, seaweed: SeaweedFS
+) -> None:
+    short = dataclasses.replace(s3_config, grant_seconds=1)
+    served = ServiceThread(lambda: build_artifacts(short, store=store, port=0))
+    try:
+        org = Org(store, served)
+        data = os.urandom(500)
+        grant = org.grant(data)
+        assert (
+            httpx.put(
+                grant.upload.url, content=data, headers=dict(grant.upload.headers)
+            ).status_code
+            == 200
+        )
+        time.sleep(1.5)
+        admin = _admin(store)
+        swept = org.stub.SweepArtifacts(
+            artifact_service_pb2.SweepArtifactsRequest(), metadata=admin, timeout=60
+        )
+        assert swept.lapsed >= 1
+        assert stored_keys(seaweed, org.name) == []
+        with store.unit(write=False) as session:
+            codes = session.scalars(
+                sa.select(audit.AuditEvent.code).where(
+                    audit.AuditEvent.org == org.name,
+                    audit.AuditEvent.name == "training.artifact.retention.swept",
+                )
+            ).all()
+        assert list(codes) == ["grant_lapsed"]
+    finally:
+        served.stop()
+
+
+def _admin(store: Store) -> list[tuple[str, str]]:
+    with store.unit() as session:
+        return [("authorization", f"Bearer {auth.create_key(session, org='ops', role='admin')[1]}")]
+
+
+ROWS = [
+    {
+        "messages": [
+            {"role": "user", "content": f"q{i}"},
+            {"role": "assistant", "content": f"a{i}"},
+        ],
+        "tags": ["t"],
+    }
+    for i in range(20)
+]
+
+
+def jsonl(rows: list[dict]) -> bytes:  # type: ignore[type-arg]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+@pytest.fixture
+def reader_org(store: Store, artifacts: ServiceThread, jobs_reading: ServiceThread) -> Org:
+    return Org(store, artifacts, jobs_reading)
+
+
+def create_job(org: Org, uri: str, **extra) -> object:  # type: ignore[no-untyped-def]
+    body = struct_pb2.Struct()
+    body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": uri, **extra}})
+    return org.call("CreateJob", job_service_pb2.CreateJobRequest(body=body), org.jobs)
+
+
+def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: Store) -> None:
+    digest = reader_org.upload(jsonl(ROWS))
+    job = create_job(reader_org, f"artifact:{digest}")
+    assert job.train_examples == 20 and job.eval_examples == 0  # type: ignore[attr-defined]
+    read = wait_prepared(reader_org, job.id)  # type: ignore[attr-defined]
+    assert read.chat_count == 20
+    delete = artifact_service_pb2.DeleteArtifactRequest(sha256=digest)
+    assert reader_org.refused("DeleteArtifact", delete) == "IN_USE"
+    reader_org.call("CancelJob", job_service_pb2.CancelJobRequest(id=read.id), reader_org.jobs)
+    assert reader_org.call("DeleteArtifact", delete).deleted
+    # The job answers from what it trained on, not from what the source became.
+    items = reader_org.call(
+        "ListJobDatasetItems",
+        job_service_pb2.ListJobDatasetItemsRequest(id=read.id),
+        reader_org.jobs,
+    )
+    assert items.total == 20
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "reason"),
+    [
+        ([], {}, "DATASET_EMPTY"),
+        (
+            [
+                {
+                    "messages": [
+                        {"role": "user", "content": "q"},
+                        {"role": "assistant", "content": " "},
+                    ]
+                }
+            ],
+            {},
+            "DATASET_UNUSABLE",
+        ),
+        (ROWS, {"tags": ["absent"]}, "DATASET_SELECTION_INVALID"),
+    ],
+)
+def test_an_uploaded_dataset_is_checked_at_create(
+    reader_org: Org, rows: list, extra: dict, reason: str
+) -> None:  # type: ignore[type-arg]
+    data = jsonl(rows) or b"\n"
+    digest = reader_org.upload(data)
+    with pytest.raises(grpc.RpcError) as caught:
+        create_job(reader_org, f"artifact:{digest}", **extra)
+    assert reason_of(caught.value) == reason
+
+
+def test_a_system_prompt_over_rows_with_their_own_is_refused_with_the_count(
+    reader_org: Org,
+) -> None:
+    rows = [{"messages": [{"role": "system", "content": "x"}, *ROWS[0]["messages"]]}] * 3 + ROWS[:2]
+    digest = reader_org.upload(jsonl(rows))
+    with pytest.raises(grpc.RpcError) as caught:
+        create_job(reader_org, f"artifact:{digest}", system_prompt="Be brief.")
+    assert (
+        reason_of(caught.value) == "DATASET_CONFLICT"
+        and "3 selected rows" in caught.value.details()
+    )  # type: ignore[attr-defined]
+
+
+def test_a_dataset_the_org_did_not_upload_is_refused(
+    reader_org: Org, store: Store, artifacts: ServiceThread
+) -> None:
+    other = Org(store, artifacts)
+    foreign = other.upload(jsonl(ROWS[:3]))
+    for digest in (foreign, sha(b"nothing")):
+        with pytest.raises(grpc.RpcError) as caught:
+            create_job(reader_org, f"artifact:{digest}")
+        assert reason_of(caught.value) == "VALIDATION_ERROR"
+
+
+def wait_prepared(org: Org, job_id: str) -> job_pb2.Job:
+    for _ in range(200):
+        job = org.call("GetJob", job_service_pb2.GetJobRequest(id=job_id), org.jobs)
+        if job.preparation.status == "verified":
+            return job
+        time.sleep(0.1)
+    raise AssertionError("the job's dataset was never snapshotted")
+
+
+def finish(store: Store, job_id: str) -> None:
+    with store.unit() as session:
+        row = session.get(lifecycle.JobRow, job_id)
+        for state in ("preparing", "running", "finalizing", "succeeded"):
+            lifecycle.move_job(session, row, state)  # type: ignore[arg-type]
+
+
+def dump(store: Store) -> str:
+    with store.engine.connect() as conn:
+        tables = sa.inspect(conn).get_table_names()
+        return "\n".join(repr(conn.execute(sa.text(f'SELECT * FROM "{t}"')).all()) for t in tables)
+
+
+def test_a_job_output_with_provenance_and_its_deletion_cascade(
+    reader_org: Org, store: Store, seaweed: SeaweedFS, platform_key: str
+) -> None:
+    dataset = reader_org.upload(jsonl([*ROWS, {"messages": [{"role": "user", "content": secrets.token_hex(8)},
+                                                           {"role": "assistant", "content": "z"}]}]))  # fmt: skip
+    job = wait_prepared(reader_org, create_job(reader_org, f"artifact:{dataset}").id)  # type: ignore[attr-defined]
+    with store.unit(write=False) as session:
+        row = session.get(lifecycle.JobRow, job.id)  # type: ignore[attr-defined]
+        snapshot, config_sha = row.dataset_sha256, row.spec_sha256  # type: ignore[union-attr]
+    platform = [("authorization", f"Bearer {platform_key}"), ("x-org-id", reader_org.name)]
+    output = os.urandom(3000)
+    grant = reader_org.stub.GrantJobArtifact(
+        artifact_service_pb2.GrantJobArtifactRequest(
+            job_id=job.id, kind="checkpoint", name="model", sha256=sha(output), size=len(output)
+        ),  # type: ignore[attr-defined]
+        metadata=platform,
+    )
+    assert (
+        httpx.put(grant.upload.url, content=output, headers=dict(grant.upload.headers)).status_code
+        == 200
+    )
+    reader_org.stub.ConfirmJobArtifact(
+        artifact_service_pb2.ConfirmJobArtifactRequest(job_id=job.id, sha256=sha(output)),
+        metadata=platform,  # type: ignore[attr-defined]
+    )
+    record = reader_org.stub.RecordProvenance(
+        artifact_service_pb2.RecordProvenanceRequest(
+            record=provenance_pb2.ProvenanceRecord(
+                job_id=job.id, dataset_sha256=snapshot, artifact_sha256=sha(output),  # type: ignore[attr-defined]
+                base_model_id="fixture-tiny-llm", base_model_sha256="e" * 64, training_config_sha256=config_sha,
+            )
+        ),
+        metadata=platform,
+    )  # fmt: skip
+    again = reader_org.stub.RecordProvenance(
+        artifact_service_pb2.RecordProvenanceRequest(
+            record=provenance_pb2.ProvenanceRecord(job_id=job.id)
+        ),  # type: ignore[attr-defined]
+        metadata=platform,
+    )
+    assert again.id == record.id  # exactly one record per job
+    finish(store, job.id)  # type: ignore[attr-defined]
+    listed = reader_org.call(
+        "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job.id)
+    ).artifacts  # type: ignore[attr-defined]
+    assert [(a.sha256, a.provenance_record_id, a.retention_policy) for a in listed] == [
+        (sha(output), record.id, "standard")
+    ]
+    assert listed[0].HasField("expires_at") and listed[0].url
+    got = reader_org.call(
+        "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job.id)
+    )  # type: ignore[attr-defined]
+    assert got.created_at.endswith("Z") and got.schema_version == 1
+
+    delete = artifact_service_pb2.DeleteJobArtifactRequest(id=job.id, sha256=sha(output))  # type: ignore[attr-defined]
+    assert reader_org.call("DeleteJobArtifact", delete).deleted
+    assert reader_org.call("DeleteJobArtifact", delete).deleted  # idempotent
+    hashes = [sha(output), config_sha, snapshot]
+    answers = [
+        json_format.MessageToJson(
+            reader_org.call("GetJob", job_service_pb2.GetJobRequest(id=job.id), reader_org.jobs)
+        ),  # type: ignore[attr-defined]
+        json_format.MessageToJson(
+            reader_org.call("ListJobs", job_service_pb2.ListJobsRequest(), reader_org.jobs)
+        ),
+        json_format.MessageToJson(
+            reader_org.call(
+                "ListJobEvents", job_service_pb2.ListJobEventsRequest(id=job.id), reader_org.jobs
+            )  # type: ignore[attr-defined]
+        ),
+        json_format.MessageToJson(
+            reader_org.call("ListArtifacts", artifact_service_pb2.ListArtifactsRequest())
+        ),
+        json_format.MessageToJson(
+            reader_org.call(
+                "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job.id)
+            )
+        ),  # type: ignore[attr-defined]
+    ]
+    assert (
+        reader_org.refused(
+            "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job.id)
+        )
+        == "NOT_FOUND"
+    )  # type: ignore[attr-defined]
+    tomb = reader_org.call("GetJob", job_service_pb2.GetJobRequest(id=job.id), reader_org.jobs)  # type: ignore[attr-defined]
+    assert (
+        tomb.deleted and tomb.status == "succeeded" and not tomb.base_model and not tomb.dataset.uri
+    )
+    everything = "\n".join(answers) + dump(store)
+    for value in hashes:
+        assert value not in everything
+    assert f"{reader_org.name}/{sha(output)}" not in stored_keys(seaweed, reader_org.name)
+
+
+def expire(store: Store, org: str, digest: str) -> None:
+    from services.artifacts.store import ObjectRow
+
+    with store.unit() as session:
+        row = session.get(ObjectRow, (org, digest))
+        assert (
+            row is not None and row.expires_at is not None
+        )  # stored objects carry their retention
+        row.expires_at = lifecycle.utcnow() - __import__("datetime").timedelta(seconds=1)
+
+
+def test_retention_is_evaluated_on_read_and_swept_unless_in_use(
+    reader_org: Org, store: Store, seaweed: SeaweedFS
+) -> None:
+    kept = reader_org.upload(jsonl(ROWS[:5]))
+    gone = reader_org.upload(jsonl(ROWS[5:9]))
+    wait_prepared(reader_org, create_job(reader_org, f"artifact:{kept}").id)  # type: ignore[attr-defined]
+    expire(store, reader_org.name, kept)
+    expire(store, reader_org.name, gone)
+    assert (
+        reader_org.refused("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=gone))
+        == "NOT_FOUND"
+    )
+    assert (
+        reader_org.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=kept)).sha256
+        == kept
+    )
+    swept = reader_org.stub.SweepArtifacts(
+        artifact_service_pb2.SweepArtifactsRequest(), metadata=_admin(store)
+    )
+    assert swept.expired >= 1
+    keys = stored_keys(seaweed, reader_org.name)
+    assert f"{reader_org.name}/{kept}" in keys and f"{reader_org.name}/{gone}" not in keys
