@@ -42,6 +42,7 @@ check-gen: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/unary.py
+	$(BIN)/python bench/artifacts.py
 
 clean:
 	rm -rf $(VENV) node_modules .trainyard .pytest_cache .mypy_cache .ruff_cache

@@ -154,3 +154,10 @@ class ServiceThread:
         asyncio.run_coroutine_threadsafe(self.service.stop(grace=5), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def reason(response: Any) -> str:
+    """The ErrorInfo reason of a REST error answer."""
+    (info,) = [d for d in response.json()["details"] if d["@type"].endswith("ErrorInfo")]
+    assert info["domain"] == "trainyard.dev"
+    return str(info["reason"])

@@ -102,8 +102,9 @@ class Client:
         return [("authorization", f"Bearer {self._key}"), *extra.items()]
 
     def _call(self, method: str, request: Any, *, timeout: float | None = None, **md: str) -> Any:
+        stub = self.artifacts if hasattr(self.artifacts, method) else self.jobs
         try:
-            return getattr(self.jobs, method)(
+            return getattr(stub, method)(
                 request, metadata=self._md(**md), timeout=timeout or self._timeout
             )
         except grpc.RpcError as exc:

@@ -8,13 +8,11 @@ import secrets
 import string
 
 import httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.core import auth, errors
-from services.core.store import open_store
-from tests.support import StackProcess, bearer
+from services.core import errors
+from tests.support import StackProcess, bearer, reason
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 EXAMPLE = {
@@ -30,21 +28,6 @@ EXAMPLE = {
     "output": {"kind": "lora", "name": "support-v1"},
     "retention": {"policy_class": "standard", "ttl_seconds": 604800},
 }  # fmt: skip
-
-
-def reason(r: httpx.Response) -> str:
-    (info,) = [d for d in r.json()["details"] if d["@type"].endswith("ErrorInfo")]
-    return str(info["reason"])
-
-
-@pytest.fixture
-def api(stack: StackProcess) -> httpx.Client:
-    """A client acting in an org of its own, so tests never share a queue."""
-    store = open_store(f"sqlite:///{stack.home / 'trainyard.db'}", run_migrations=False)
-    with store.unit() as session:
-        _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
-    store.dispose()
-    return httpx.Client(base_url=stack.url, headers=bearer(key), timeout=60)
 
 
 def test_create_the_example_body_and_read_it_back(api: httpx.Client) -> None:
