@@ -28,15 +28,21 @@ def main() -> None:
             stack = Stack(config, output=log)
             try:
                 ends = stack.start()
-                key = ensure_key(config, config.home / "bench.key", org="bench", role="member", label="bench")
-                print(f"{'size MiB':>9} {'upload MiB/s':>13} {'confirm s':>10} {'download MiB/s':>15}")
+                key = ensure_key(
+                    config, config.home / "bench.key", org="bench", role="member", label="bench"
+                )
+                print(
+                    f"{'size MiB':>9} {'upload MiB/s':>13} {'confirm s':>10} {'download MiB/s':>15}"
+                )
                 with Client(ends.gateway_url, key) as client:
                     for mib in (int(s) for s in args.sizes.split(",")):
                         source = Path(home) / f"blob-{mib}"
                         source.write_bytes(os.urandom(mib * 1024 * 1024))
                         marks: dict[str, float] = {}
 
-                        def progress(done: int, total: int, marks: dict[str, float] = marks) -> None:
+                        def progress(
+                            done: int, total: int, marks: dict[str, float] = marks
+                        ) -> None:
                             if done >= total:
                                 marks.setdefault("sent", time.perf_counter())
 
