@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import json_format
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
@@ -22,7 +22,7 @@ from services.core.config import Config
 from services.core.lifecycle import AttemptRow, EventRow, JobRow, MetricRow
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store, utcnow
-from services.jobs import datasets, planning, spec
+from services.jobs import datasets, planning, spec, view
 from services.jobs.catalog import Base, Catalog
 from services.jobs.store import IdempotencyKey, SnapshotItemRow, SnapshotRow
 from services.jobs.validation import (
@@ -36,7 +36,6 @@ from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PREVIEW_ITEMS = 50
 MAX_DATASET_PAGE = 200
 MAX_EVENTS_PAGE = 500
 _PROTO_JSON = {"preserving_proto_field_name": True}
@@ -57,18 +56,6 @@ class Admission:
     @property
     def admitted(self) -> bool:
         return self.projected_seconds <= self.limit_seconds
-
-
-def _ts(value: dt.datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value)
-    return stamp
-
-
-def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
-    if start is None or end is None or end < start:
-        return None
-    return round((end - start).total_seconds(), 3)
 
 
 def _org_lock_key(org: str) -> int:
@@ -195,7 +182,7 @@ class JobService:
             with self._store.unit() as session:
                 self._lock_org(session, org)
                 if key and (found := self._replay(session, org, key, shape)) is not None:
-                    return self._to_proto(session, found), False
+                    return view.job_proto(session, found), False
                 self._check_queue(session, org)
                 job = admission.job
                 number = (
@@ -240,7 +227,7 @@ class JobService:
                     session, "training.job.create.accepted", org=org, subject=job_id,
                     actor=principal.key_id, request_id=request_id,
                 )  # fmt: skip
-                return self._to_proto(session, row), True
+                return view.job_proto(session, row), True
         except IntegrityError:
             if not key:
                 raise
@@ -249,7 +236,7 @@ class JobService:
                 found = self._replay(session, org, key, shape)
                 if found is None:
                     raise errors.Conflict() from None
-                return self._to_proto(session, found), False
+                return view.job_proto(session, found), False
 
     def _replay(self, session: Session, org: str, key: str, shape: str) -> JobRow | None:
         used = session.get(IdempotencyKey, (org, "CreateJob", key))
@@ -299,7 +286,7 @@ class JobService:
                     raise errors.NotFound()
             else:
                 raise errors.ValidationError("identifier", "must be id or number")
-            return self._to_proto(session, row, preview=True)
+            return view.job_proto(session, row, preview=True)
 
     def list_jobs(
         self, principal: Principal, *, status: str, project: str, size: int, token: str
@@ -330,7 +317,7 @@ class JobService:
             rows = session.scalars(
                 query.order_by(JobRow.create_time.desc(), JobRow.id.desc()).limit(limit + 1)
             ).all()
-            jobs = [self._to_proto(session, row) for row in rows[:limit]]
+            jobs = [view.job_proto(session, row) for row in rows[:limit]]
             next_token = ""
             if len(rows) > limit:
                 last = rows[limit - 1]
@@ -362,7 +349,7 @@ class JobService:
                     session, name, org=row.org, subject=row.id, code=refusal.reason if refusal else "",
                     actor=principal.key_id, request_id=request_id,
                 )  # fmt: skip
-                return self._to_proto(session, row), refusal
+                return view.job_proto(session, row), refusal
 
         job, refusal = self._retrying(work)
         if refusal:
@@ -407,7 +394,7 @@ class JobService:
                             reason="IDEMPOTENCY_KEY_REUSED",
                             metadata={"field": "idempotency_key"},
                         )
-                    return self._to_proto(session, row), _attempt_proto(earlier)
+                    return view.job_proto(session, row), _attempt_proto(earlier)
                 if row.status not in lifecycle.RETRYABLE or row.deleted:
                     raise errors.InvalidTransition(
                         "Only a succeeded, failed or cancelled job can be retried."
@@ -435,7 +422,7 @@ class JobService:
                 session.add(attempt)
                 session.flush()
                 lifecycle.reopen_for_retry(session, row, attempt, actor=principal.key_id)
-                return self._to_proto(session, row), _attempt_proto(attempt)
+                return view.job_proto(session, row), _attempt_proto(attempt)
 
         return self._retrying(work)
 
@@ -479,7 +466,7 @@ class JobService:
             ):
                 out = series.setdefault(point.name, event_pb2.MetricSeries(name=point.name))
                 out.points.add(
-                    step=point.step, value=point.value, create_time=_ts(point.create_time)
+                    step=point.step, value=point.value, create_time=view.ts(point.create_time)
                 )
             return list(series.values())
 
@@ -529,7 +516,7 @@ class JobService:
                 .limit(limit + 1)
             ).all()
             answer = job_service_pb2.ListJobDatasetItemsResponse(
-                items=[_item_proto(i, messages=False) for i in items[:limit]],
+                items=[view.item_proto(i, messages=False) for i in items[:limit]],
                 offset=offset,
                 limit=limit,
                 has_more=len(items) > limit,
@@ -559,7 +546,7 @@ class JobService:
             )
             if item is None:
                 raise errors.NotFound()
-            return _item_proto(item, messages=True)
+            return view.item_proto(item, messages=True)
 
     # -- preparation -------------------------------------------------------------------------
 
@@ -652,86 +639,6 @@ class JobService:
 
     # -- proto -------------------------------------------------------------------------------
 
-    def _to_proto(self, session: Session, row: JobRow, *, preview: bool = False) -> job_pb2.Job:
-        job = job_pb2.Job()
-        if row.spec:
-            json_format.ParseDict(row.spec, job, ignore_unknown_fields=True)
-        job.id, job.number, job.status = row.id, row.number, row.status
-        job.project = row.project
-        plan = row.plan or {}
-        for name in (
-            "planned_steps",
-            "steps_per_epoch",
-            "effective_batch_size",
-            "train_examples",
-            "eval_examples",
-        ):
-            setattr(job, name, int(plan.get(name, 0)))
-        if row.preparation:
-            prep = {k: v for k, v in row.preparation.items() if k != "snapshot_time"}
-            json_format.ParseDict(prep, job.preparation, ignore_unknown_fields=True)
-            if row.snapshot_time:
-                job.preparation.snapshot_time.CopyFrom(_ts(row.snapshot_time))
-        for name in ("progress", "outcome", "result"):
-            if (block := getattr(row, name)) is not None:
-                json_format.ParseDict(block, getattr(job, name), ignore_unknown_fields=True)
-        if row.evaluation is not None:
-            json_format.ParseDict(row.evaluation, job.evaluation, ignore_unknown_fields=True)
-        job.model_available = row.model_available
-        job.failure_code, job.failure_category = row.failure_code, row.failure_category
-        job.failure_message = row.failure_message
-        job.attempt_count = row.attempt_count
-        job.deleted = row.deleted
-        job.create_time.CopyFrom(_ts(row.create_time))
-        job.update_time.CopyFrom(_ts(row.update_time))
-        self._timing(session, row, job.timing)
-        if preview and row.dataset_sha256:
-            self._preview(session, row, job)
-        return job
-
-    def _timing(self, session: Session, row: JobRow, timing: job_pb2.Timing) -> None:
-        attempt = session.scalar(
-            sa.select(AttemptRow).where(
-                AttemptRow.job_id == row.id, AttemptRow.attempt_number == row.attempt_count
-            )
-        )
-        timing.attempt_count = row.attempt_count
-        if (total := _seconds(row.create_time, row.end_time)) is not None:
-            timing.total_seconds = total
-        preparing = _seconds(row.preparing_time, row.snapshot_time)
-        if preparing is not None and row.attempt_count == 1:
-            timing.preparing_seconds = preparing
-        if attempt is None:
-            return
-        waited = _seconds(attempt.create_time, attempt.leased_time)
-        if waited is not None:
-            timing.queued_seconds = max(
-                0.0, waited - (preparing or 0.0 if row.attempt_count == 1 else 0.0)
-            )
-        if attempt.training_seconds is not None:
-            timing.training_seconds = attempt.training_seconds
-        elif (training := _seconds(attempt.started_time, attempt.finalizing_time)) is not None:
-            timing.training_seconds = training
-        if (final := _seconds(attempt.finalizing_time, attempt.end_time)) is not None:
-            timing.finalizing_seconds = final
-
-    def _preview(self, session: Session, row: JobRow, job: job_pb2.Job) -> None:
-        snap = session.get(SnapshotRow, (row.org, row.dataset_sha256))
-        if snap is None:
-            return
-        items = session.scalars(
-            sa.select(SnapshotItemRow)
-            .where(
-                SnapshotItemRow.org == row.org,
-                SnapshotItemRow.snapshot_sha256 == row.dataset_sha256,
-            )
-            .order_by(SnapshotItemRow.position)
-            .limit(PREVIEW_ITEMS)
-        ).all()
-        job.chats.extend(_item_proto(i, messages=False) for i in items)
-        job.chat_count, job.message_count = snap.item_count, snap.message_count
-        job.chats_truncated = snap.item_count > len(items)
-
 
 def _duration_error(admission: Admission) -> errors.DomainError:
     return errors.FailedPrecondition(
@@ -799,23 +706,12 @@ def _attempt_proto(row: AttemptRow) -> attempt_pb2.Attempt:
         out.resume_step = row.resume_step
     for name in ("create_time", "leased_time", "started_time", "finalizing_time", "end_time"):
         if (value := getattr(row, name)) is not None:
-            getattr(out, name).CopyFrom(_ts(value))
+            getattr(out, name).CopyFrom(view.ts(value))
     return out
 
 
 def _event_proto(row: EventRow) -> event_pb2.JobEvent:
     out = event_pb2.JobEvent(seq=row.seq, type=row.type, attempt_number=row.attempt_number)
     json_format.ParseDict(row.data, out, ignore_unknown_fields=True)
-    out.create_time.CopyFrom(_ts(row.create_time))
-    return out
-
-
-def _item_proto(item: SnapshotItemRow, *, messages: bool) -> job_pb2.DatasetItem:
-    out = job_pb2.DatasetItem(
-        id=item.item_id, name=item.name, message_count=item.message_count, split=item.split
-    )
-    if messages:
-        out.messages.extend(
-            job_pb2.Message(role=m["role"], content=m["content"]) for m in item.messages
-        )
+    out.create_time.CopyFrom(view.ts(row.create_time))
     return out
