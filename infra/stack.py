@@ -32,6 +32,8 @@ from services.core.config import Config
 from services.core.store import open_store
 
 START_TIMEOUT = 60.0
+# What the supervisor restarts when it exits: the stateless processes.
+RESTARTABLE = frozenset({*SERVICES, "executor"})
 
 
 class StackError(RuntimeError):
@@ -156,19 +158,51 @@ class Stack:
         )  # fmt: skip
         self.children.append(envoy)
         self._wait_gateway(envoy, gateway_url)
+        self._env, self._ports = env, ports
+        if cfg.local_executor:
+            self.children.append(self._executor(gateway_url, service_key))
         self.endpoints = Endpoints(gateway_url, gateway_port, admin_port, s3_endpoint, ports)
-        # Where things are, for tools and operators; removed on stop.
-        (cfg.run_dir / "stack.json").write_text(
-            json.dumps(
-                {
-                    **dataclasses.asdict(self.endpoints),
-                    "pids": {c.name: c.pid for c in self.children},
-                    "supervisor_pid": os.getpid(),
-                },
-                indent=2,
-            )
-        )
+        self._write_info()
         return self.endpoints
+
+    def _write_info(self) -> None:
+        """Where things are, for tools and operators; removed on stop."""
+        assert self.endpoints is not None
+        info = {
+            **dataclasses.asdict(self.endpoints),
+            "pids": {c.name: c.pid for c in self.children},
+            "supervisor_pid": os.getpid(),
+        }
+        tmp = self.config.run_dir / "stack.json.tmp"
+        tmp.write_text(json.dumps(info, indent=2))
+        os.replace(tmp, self.config.run_dir / "stack.json")
+
+    def _executor(self, gateway_url: str, key: str) -> Child:
+        """One local executor, as the platform's: it runs the jobs that name no machine."""
+        env = {**self._env, "TRAINYARD_URL": gateway_url, "TRAINYARD_API_KEY": key}
+        argv = [
+            sys.executable,
+            "-m",
+            "trainyard.cli",
+            "executor",
+            "--machine",
+            "local",
+            "--platform",
+        ]
+        return Child("executor", argv, out=self.out, env=env)
+
+    def _restart(self, dead: Child) -> Child:
+        """A crashed service comes back on its port (Envoy's upstream stays put); its state
+        was never in the process, so nothing is lost."""
+        if dead.name == "executor":
+            assert self.endpoints is not None
+            return self._executor(self.endpoints.gateway_url, self._env["TRAINYARD_SERVICE_KEY"])
+        env = {**self._env, f"TRAINYARD_{dead.name.upper()}_PORT": str(self._ports[dead.name])}
+        child = Child(
+            dead.name, [sys.executable, "-m", f"services.{dead.name}"], out=self.out, env=env
+        )
+        self._wait_service(child, self.config.run_dir / f"{dead.name}.port", SERVICES[dead.name])
+        return child
 
     def _wait_service(self, child: Child, port_file: Path, full_name: str) -> int:
         deadline = time.monotonic() + START_TIMEOUT
@@ -233,11 +267,28 @@ class Stack:
         self.out.line("trainyard", f"admin key in {self.admin_key_path}")
         self.out.line("trainyard", "ready; Ctrl-C stops everything")
         code = 0
+        restarts: list[float] = []
         while not stopping.wait(0.5):
-            dead = [c.name for c in self.children if not c.alive]
-            if dead:
-                self.out.line("trainyard", f"{', '.join(dead)} exited; stopping the stack")
-                code = 1
+            for index, child in enumerate(self.children):
+                if child.alive:
+                    continue
+                recent = [t for t in restarts if time.monotonic() - t < 300]
+                if child.name not in RESTARTABLE or len(recent) >= 10:
+                    self.out.line("trainyard", f"{child.name} exited; stopping the stack")
+                    code = 1
+                    break
+                self.out.line(
+                    "trainyard", f"{child.name} exited ({child.proc.returncode}); restarting it"
+                )
+                restarts = [*recent, time.monotonic()]
+                try:
+                    self.children[index] = self._restart(child)
+                except StackError as exc:
+                    self.out.line("trainyard", f"restart failed: {exc}")
+                    code = 1
+                    break
+                self._write_info()
+            if code:
                 break
         self.out.line("trainyard", "stopping")
         self.stop()

@@ -63,6 +63,58 @@ def up() -> None:
     sys.exit(Stack(Config.from_env()).run())
 
 
+@main.command()
+@click.option("--machine", help="This machine's name (the host name by default).")
+@click.option(
+    "--devices", default="cpu", show_default=True, help="One entry per accelerator, e.g. cpu,cpu."
+)
+@click.option(
+    "--platform", is_flag=True, help="Claim any org's jobs that name no machine (platform key)."
+)
+@click.option("--slots", default=1, show_default=True, help="Tasks run at once.")
+@click.option(
+    "--trainer", default="executor.scripted", show_default=True, help="The trainer module to run."
+)
+@click.option(
+    "--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Where tasks run."
+)
+@click.pass_context
+def executor(
+    ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int, trainer: str,
+    work_dir: Path | None,
+) -> None:  # fmt: skip
+    """Run an executor: claim tasks, run their trainers, report, obey cancels."""
+    import logging
+    import os
+    import signal
+
+    from executor.agent import Agent, AgentConfig
+    from services.core import logs
+
+    logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
+    config = AgentConfig(
+        url=ctx.obj["url"],
+        api_key=ctx.obj["api_key"],
+        devices=tuple(d.strip() for d in devices.split(",") if d.strip()),
+        platform=platform,
+        slots=slots,
+        trainer=trainer,
+        work_root=work_dir or Config.from_env().home / "executor",
+        journal=Path(os.environ["TRAINYARD_EXECUTOR_JOURNAL"])
+        if os.environ.get("TRAINYARD_EXECUTOR_JOURNAL")
+        else None,
+    )
+    if machine:
+        config.machine = machine
+    agent = Agent(config)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
+    logging.getLogger(__name__).info("executor %s connecting to %s", config.machine, config.url)
+    try:
+        agent.run()
+    except KeyboardInterrupt:
+        agent.stop()
+
+
 @main.group()
 def admin() -> None:
     """Administer the deployment directly through its store."""

@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+
 import grpc
 
+from services.claims.service import ClaimService
 from services.claims.servicer import ClaimServicer
 from services.core.auth import EXECUTORS
+from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.server import Service, build
 from services.core.store import Store
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
 
+log = logging.getLogger(__name__)
+
 FULL_NAME = claim_service_pb2.DESCRIPTOR.services_by_name["ClaimService"].full_name
-ROLES: dict[str, frozenset[str]] = {
-    "ClaimTask": EXECUTORS,
-    "ReportTask": EXECUTORS,
-    "RegisterTaskArtifact": EXECUTORS,
-    "Connect": EXECUTORS,
-}
+ROLES = {name: EXECUTORS for name in ("Connect", "ClaimTask", "ReportTask", "RegisterTaskArtifact")}
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
-    def register(server: grpc.aio.Server, store: Store) -> None:
-        claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(ClaimServicer(), server)
+    holder: dict[str, ClaimService] = {}
 
-    return build(
+    def register(server: grpc.aio.Server, store: Store) -> None:
+        artifacts = ArtifactClient(config) if config.service_key else None
+        service = ClaimService(store, config, artifacts)
+        holder["service"] = service
+        claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(ClaimServicer(service), server)
+
+    built = build(
         config,
         name="claims",
         full_name=FULL_NAME,
@@ -33,3 +41,18 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         store=store,
         port=port,
     )
+
+    async def expire_forever(stopping: asyncio.Event) -> None:
+        """End tasks whose leases lapsed; a few times per lease TTL."""
+        interval = max(0.5, min(5.0, config.lease_ttl_seconds / 4))
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), interval)
+            try:
+                if lost := await asyncio.to_thread(holder["service"].expire_leases):
+                    log.info("%d leases lapsed", lost)
+            except Exception:
+                log.exception("lease sweep failed")
+
+    built.background.append(expire_forever)
+    return built

@@ -9,7 +9,12 @@ import grpc
 
 from services.core import errors
 from services.core.config import Config
-from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc
+from trainyard.artifact.v1 import (
+    artifact_pb2,
+    artifact_service_pb2,
+    artifact_service_pb2_grpc,
+    provenance_pb2,
+)
 
 MAX_DATASET_BYTES = 512 * 1024 * 1024
 
@@ -59,3 +64,54 @@ class ArtifactReader:
 
     def close(self) -> None:
         self._channel.close()
+
+
+class ArtifactClient:
+    """ClaimService's calls to ArtifactService: an executor's grants, confirmations and
+    the provenance of a finished run, acting in the job's org."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._channel = grpc.insecure_channel(gateway_target(config.gateway_url))
+        self._stub = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
+
+    def _call(self, method: str, request: object, org: str) -> object:
+        try:
+            return getattr(self._stub, method)(
+                request, metadata=acting_in(self._config, org), timeout=600
+            )
+        except grpc.RpcError as exc:
+            raise _domain_error(exc) from None
+
+    def grant(
+        self, org: str, request: artifact_service_pb2.GrantJobArtifactRequest
+    ) -> artifact_pb2.Grant:
+        return self._call("GrantJobArtifact", request, org)  # type: ignore[return-value]
+
+    def confirm(self, org: str, job_id: str, sha256: str) -> artifact_pb2.Artifact:
+        request = artifact_service_pb2.ConfirmJobArtifactRequest(job_id=job_id, sha256=sha256)
+        return self._call("ConfirmJobArtifact", request, org)  # type: ignore[return-value]
+
+    def record_provenance(
+        self, org: str, record: provenance_pb2.ProvenanceRecord
+    ) -> provenance_pb2.ProvenanceRecord:
+        request = artifact_service_pb2.RecordProvenanceRequest(record=record)
+        return self._call("RecordProvenance", request, org)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _domain_error(exc: grpc.RpcError) -> errors.DomainError:
+    """Carry another service's stable reason through; anything else is UNAVAILABLE."""
+    from grpc_status import rpc_status
+
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    found = errors.reason_of(status) if status else None
+    if found and found not in ("INTERNAL_ERROR", "UNAUTHENTICATED", "PERMISSION_DENIED"):
+        return errors.DomainError(
+            exc.details() or "",  # type: ignore[attr-defined]
+            reason=found,
+            code=exc.code(),  # type: ignore[attr-defined]
+        )
+    return errors.Unavailable()

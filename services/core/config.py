@@ -46,6 +46,8 @@ class Config:
     service_key: str = ""
     # The master key in hex; empty reads (or first generates) `home/master.key`.
     master_key_hex: str = ""
+    # Whether `trainyard up` runs a local executor (as the platform's, for jobs naming no machine).
+    local_executor: bool = True
     log_format: str = "auto"
     log_level: str = "INFO"
 
@@ -101,6 +103,7 @@ class Config:
             s3_secret_key=env.get("TRAINYARD_S3_SECRET_KEY", ""),
             service_key=env.get("TRAINYARD_SERVICE_KEY", ""),
             master_key_hex=env.get("TRAINYARD_MASTER_KEY", ""),
+            local_executor=env.get("TRAINYARD_LOCAL_EXECUTOR", "1") not in ("0", "false", "no"),
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
         )

@@ -169,6 +169,88 @@ class MetricRow(Base):
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 
 
+class TaskRow(Base):
+    """One executor's share of an attempt: a `lead`, and a `join` per further machine,
+    each claimed under a lease. The lease row is the truth, never the stream."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "attempt_number", "position", name="uq_tasks_job_id"),
+        sa.Index("ix_tasks_status_create_time", "status", "create_time"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    job_id: Mapped[str] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer())
+    # 0 for the lead, then one per further machine: the task's rank in the job's world.
+    position: Mapped[int] = mapped_column(sa.Integer())
+    role: Mapped[str] = mapped_column(sa.String(8))
+    # The machine the job names for it; empty for a task the platform's executor may take.
+    machine: Mapped[str] = mapped_column(sa.String(63), default="")
+    world_size: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    # `waiting` (a join before its lead coordinates), `open`, `leased`, then `done`,
+    # `failed`, `expired` or `cancelled`.
+    status: Mapped[str] = mapped_column(sa.String(16))
+    lease_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    epoch: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    lease_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    executor_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    coordinator: Mapped[str] = mapped_column(sa.String(270), default="")
+    device: Mapped[str] = mapped_column(sa.String(16), default="")
+    devices: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    held: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    last_seq: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    cancel_sent: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    claim_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    report_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    version: Mapped[int] = mapped_column(sa.Integer(), default=1)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+TASK_ENDED = frozenset({"done", "failed", "expired", "cancelled"})
+
+
+def open_tasks(session: Session, job: JobRow) -> None:
+    """Make the current attempt's tasks once its dataset is snapshotted: a lead on the
+    first machine the job names (or for the platform's executor), a join on each other."""
+    exists = session.scalar(
+        sa.select(TaskRow.id)
+        .where(TaskRow.job_id == job.id, TaskRow.attempt_number == job.attempt_count)
+        .limit(1)
+    )
+    if exists is not None:
+        return
+    from services.core.ids import new_id
+
+    machines = list(((job.spec or {}).get("resources") or {}).get("machines") or [""])
+    now = utcnow()
+    for position, machine in enumerate(machines):
+        session.add(
+            TaskRow(
+                id=new_id("tsk"), org=job.org, job_id=job.id, attempt_number=job.attempt_count,
+                position=position, role="lead" if position == 0 else "join", machine=machine,
+                world_size=len(machines), status="open" if position == 0 else "waiting", create_time=now,
+            )
+        )  # fmt: skip
+
+
+def end_tasks(session: Session, job: JobRow, status: str) -> None:
+    """End every task of the job's current attempt that has not ended."""
+    now = utcnow()
+    for task in session.scalars(
+        sa.select(TaskRow).where(
+            TaskRow.job_id == job.id,
+            TaskRow.attempt_number == job.attempt_count,
+            TaskRow.status.not_in(TASK_ENDED),
+        )
+    ):
+        task.status, task.end_time = status, now
+
+
 def check_job_move(current: str, target: str) -> bool:
     """True when the move changes the state, False for a same-state replay; raises
     INVALID_TRANSITION for anything else."""

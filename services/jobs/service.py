@@ -364,6 +364,7 @@ class JobService:
         lifecycle.move_attempt(session, row, attempt, "cancelled")
         if row.preparation and row.preparation.get("status") in ("queued", "snapshotting"):
             row.preparation = {**row.preparation, "status": "cancelled"}
+        lifecycle.end_tasks(session, row, "cancelled")
         lifecycle.move_job(
             session, row, "cancelled", reason="cancel_requested",
             actor=principal.key_id, request_id=request_id,
@@ -566,7 +567,9 @@ class JobService:
             verified = bool(row.preparation and row.preparation.get("status") == "verified")
             try:
                 lifecycle.move_job(session, row, "preparing", reason="preparation_started")
-                if not verified:
+                if verified:
+                    lifecycle.open_tasks(session, row)  # a retry reads the snapshot it had
+                else:
                     row.preparation = {"status": "snapshotting"}
                 spec_json = dict(row.spec or {})
             except StaleDataError:
@@ -613,6 +616,7 @@ class JobService:
             row.snapshot_time = utcnow()
             row.preparation = {
                 "status": "verified",
+                "snapshot_sha256": snapshot.sha256,
                 "selected_examples": len(snapshot.items),
                 "trainable_examples": row.plan.get("selected_examples", 0),
             }
@@ -624,6 +628,7 @@ class JobService:
                 status="preparing",
                 reason="snapshot_verified",
             )
+            lifecycle.open_tasks(session, row)
 
     def _preparation_failed(self, job_id: str, code: str) -> None:
         with self._store.unit() as session:

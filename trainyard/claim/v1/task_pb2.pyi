@@ -76,7 +76,7 @@ class TaskEvent(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., status: _Optional[str] = ..., error: _Optional[str] = ..., addr: _Optional[str] = ..., name: _Optional[str] = ..., step: _Optional[int] = ..., value: _Optional[float] = ..., line: _Optional[str] = ..., sha256: _Optional[str] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ...) -> None: ...
 
 class TaskResult(_message.Message):
-    __slots__ = ("sha256", "base_sha256", "evaluation", "outcome", "step", "served_step", "dataset_sha256", "training_config_sha256", "checkpoint_sha256")
+    __slots__ = ("sha256", "base_sha256", "evaluation", "outcome", "step", "served_step", "dataset_sha256", "training_config_sha256", "checkpoint_sha256", "training_seconds", "checkpoint_step")
     SHA256_FIELD_NUMBER: _ClassVar[int]
     BASE_SHA256_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,8 @@ class TaskResult(_message.Message):
     DATASET_SHA256_FIELD_NUMBER: _ClassVar[int]
     TRAINING_CONFIG_SHA256_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_STEP_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     base_sha256: str
     evaluation: _job_pb2.Evaluation
@@ -95,4 +97,6 @@ class TaskResult(_message.Message):
     dataset_sha256: str
     training_config_sha256: str
     checkpoint_sha256: str
-    def __init__(self, sha256: _Optional[str] = ..., base_sha256: _Optional[str] = ..., evaluation: _Optional[_Union[_job_pb2.Evaluation, _Mapping]] = ..., outcome: _Optional[_Union[_job_pb2.Outcome, _Mapping]] = ..., step: _Optional[int] = ..., served_step: _Optional[int] = ..., dataset_sha256: _Optional[str] = ..., training_config_sha256: _Optional[str] = ..., checkpoint_sha256: _Optional[str] = ...) -> None: ...
+    training_seconds: float
+    checkpoint_step: int
+    def __init__(self, sha256: _Optional[str] = ..., base_sha256: _Optional[str] = ..., evaluation: _Optional[_Union[_job_pb2.Evaluation, _Mapping]] = ..., outcome: _Optional[_Union[_job_pb2.Outcome, _Mapping]] = ..., step: _Optional[int] = ..., served_step: _Optional[int] = ..., dataset_sha256: _Optional[str] = ..., training_config_sha256: _Optional[str] = ..., checkpoint_sha256: _Optional[str] = ..., training_seconds: _Optional[float] = ..., checkpoint_step: _Optional[int] = ...) -> None: ...

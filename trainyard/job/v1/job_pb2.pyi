@@ -251,18 +251,20 @@ class Retention(_message.Message):
     def __init__(self, policy_class: _Optional[str] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
 
 class Preparation(_message.Message):
-    __slots__ = ("status", "selected_examples", "trainable_examples", "failure_code", "snapshot_time")
+    __slots__ = ("status", "selected_examples", "trainable_examples", "failure_code", "snapshot_time", "snapshot_sha256")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     SELECTED_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     TRAINABLE_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
     FAILURE_CODE_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_TIME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_SHA256_FIELD_NUMBER: _ClassVar[int]
     status: str
     selected_examples: int
     trainable_examples: int
     failure_code: str
     snapshot_time: _timestamp_pb2.Timestamp
-    def __init__(self, status: _Optional[str] = ..., selected_examples: _Optional[int] = ..., trainable_examples: _Optional[int] = ..., failure_code: _Optional[str] = ..., snapshot_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    snapshot_sha256: str
+    def __init__(self, status: _Optional[str] = ..., selected_examples: _Optional[int] = ..., trainable_examples: _Optional[int] = ..., failure_code: _Optional[str] = ..., snapshot_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., snapshot_sha256: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
     __slots__ = ("step", "planned_steps", "percent", "epoch", "loss", "eval_loss", "learning_rate", "tokens_per_second", "eta_seconds")

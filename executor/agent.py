@@ -1,0 +1,246 @@
+"""The executor agent: one stream to ClaimService through the gateway, a runner per task,
+reports with per-task sequence numbers, heartbeats, cancels, and reconnection.
+
+The stream is transport only. When it breaks, the agent reconnects with backoff and
+names the leases it still holds in its hello; the service says which still stand, and
+the runners resend whatever was not acknowledged (the service applies each seq once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+
+from executor.runner import TaskRunner
+from trainyard.artifact.v1 import artifact_pb2
+from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
+from trainyard.sdk import _channel
+
+log = logging.getLogger(__name__)
+TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
+TICK = 0.25
+
+
+@dataclasses.dataclass
+class AgentConfig:
+    url: str
+    api_key: str
+    machine: str = dataclasses.field(
+        default_factory=lambda: socket.gethostname().split(".")[0].lower()
+    )
+    devices: tuple[str, ...] = ("cpu",)
+    platform: bool = False
+    slots: int = 1
+    trainer: str = "executor.scripted"
+    work_root: Path = Path(".trainyard/executor")
+    bases: tuple[str, ...] = ("fixture-tiny-llm",)
+    adaptations: tuple[str, ...] = ("full", "lora")
+    outputs: tuple[str, ...] = ("checkpoint", "lora", "capability")
+    # Append every event sent and every acknowledgement to this file (for audits of the wire).
+    journal: Path | None = None
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.runners: dict[str, TaskRunner] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._channel = _channel(config.url)
+        self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
+        self._journal = config.journal.open("a") if config.journal else None
+        self.connected = threading.Event()
+
+    def _md(self, org: str | None = None) -> list[tuple[str, str]]:
+        md = [("authorization", f"Bearer {self.config.api_key}")]
+        if org and self.config.platform:
+            md.append(("x-org-id", org))
+        return md
+
+    # -- the connection loop -------------------------------------------------------------
+
+    def run(self) -> None:
+        """Stay connected until `stop()`; reconnect with backoff after any break."""
+        backoff = 0.5
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                self._session()
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    log.error("the gateway refused this executor's key (%s); stopping", code.name)
+                    raise
+                log.warning("stream to the claim service broke (%s); reconnecting", code.name)
+            self.connected.clear()
+            if time.monotonic() - started > 10:
+                backoff = 0.5
+            self._stopping.wait(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    def stop(self, drain_seconds: float = 30.0) -> None:
+        """Stop cooperatively: each trainer saves and reports what it trained, then the
+        stream closes (after `drain_seconds` at most)."""
+
+        def drain() -> None:
+            with self._lock:
+                runners = list(self.runners.values())
+            for runner in runners:
+                runner.cancel(grace=drain_seconds / 2)
+            deadline = time.monotonic() + drain_seconds
+            while self.runners and time.monotonic() < deadline:
+                time.sleep(TICK)
+            self._stopping.set()
+            self._channel.close()
+
+        threading.Thread(target=drain, name="drain", daemon=True).start()
+
+    def _session(self) -> None:
+        outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] = queue.Queue()
+        with self._lock:
+            for runner in self.runners.values():
+                runner.rewind()
+            held = [
+                claim_service_pb2.HeldLease(task=r.id, lease=r.lease)
+                for r in self.runners.values()
+                if not r.lost
+            ]
+        c = self.config
+        hello = claim_service_pb2.Hello(
+            machine=c.machine, platform=c.platform, bases=c.bases, devices=c.devices, slots=c.slots,
+            supports=task_pb2.Supports(adaptations=c.adaptations, outputs=c.outputs), leases=held,
+        )  # fmt: skip
+
+        def requests() -> Iterator[claim_service_pb2.ConnectRequest]:
+            yield claim_service_pb2.ConnectRequest(hello=hello)
+            while (message := outbox.get()) is not None:
+                yield message
+
+        call = self._stub.Connect(requests(), metadata=self._md())
+        sender = threading.Thread(target=self._send_loop, args=(outbox, call), daemon=True)
+        sender.start()
+        try:
+            for message in call:
+                self._dispatch(message)
+        finally:
+            outbox.put(None)
+            call.cancel()
+
+    def _send_loop(
+        self, outbox: queue.Queue[claim_service_pb2.ConnectRequest | None], call: grpc.Future
+    ) -> None:
+        last_beat: dict[str, float] = {}
+        while not call.done() and not self._stopping.is_set():
+            now = time.monotonic()
+            with self._lock:
+                runners = list(self.runners.values())
+            for runner in runners:
+                if runner.lost:
+                    continue
+                events = runner.unsent()
+                interval = max(1.0, runner.task.report / 2 or 10.0)
+                if events or now - last_beat.get(runner.id, 0.0) >= interval:
+                    last_beat[runner.id] = now
+                    self._note("sent", runner.id, events)
+                    outbox.put(
+                        claim_service_pb2.ConnectRequest(
+                            report=claim_service_pb2.StreamReport(
+                                task=runner.id, lease=runner.lease, events=events
+                            )
+                        )
+                    )
+            time.sleep(TICK)
+
+    def _dispatch(self, message: claim_service_pb2.ConnectResponse) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "welcome":
+            self.connected.set()
+            for task_id in message.welcome.lost:
+                self._drop(task_id, kill=True)
+        elif kind == "assignment":
+            self._start(message.assignment)
+        elif kind == "ack":
+            self._ack(message.ack)
+        elif kind == "cancel":
+            runner = self.runners.get(message.cancel.task)
+            if runner is not None:
+                runner.cancel(grace=float(message.cancel.grace or 60))
+
+    def _start(self, assignment: claim_service_pb2.Assignment) -> None:
+        log.info(
+            "task %s of job %s: %s", assignment.task.id, assignment.job.id, assignment.task.role
+        )
+        work = self.config.work_root / self.config.machine
+        runner = TaskRunner(assignment, work, self.config.trainer, self._register)
+        with self._lock:
+            self.runners[runner.id] = runner
+        runner.start()
+
+    def _ack(self, ack: claim_service_pb2.Ack) -> None:
+        runner = self.runners.get(ack.task)
+        if runner is None:
+            return
+        if ack.reason:
+            if ack.reason in ("LEASE_LOST", "NOT_FOUND", "PERMISSION_DENIED"):
+                log.warning("task %s: %s; stopping it", ack.task, ack.reason)
+                self._drop(ack.task, kill=True)
+            else:
+                log.warning("task %s: a report was refused (%s)", ack.task, ack.reason)
+                runner.rewind()
+            return
+        runner.acknowledge(ack.seq)
+        self._note("acked", ack.task, seq=ack.seq, status=ack.status)
+        if ack.cancel:
+            runner.cancel(grace=60)
+        if runner.drained or (ack.status in TERMINAL and runner.finished.is_set()):
+            self._drop(ack.task, kill=False)
+
+    def _drop(self, task_id: str, *, kill: bool) -> None:
+        with self._lock:
+            runner = self.runners.pop(task_id, None)
+        if runner is not None and kill:
+            runner.kill()
+
+    def _register(
+        self, runner: TaskRunner, kind: str, name: str, sha256: str, size: int, meta: dict[str, str]
+    ) -> artifact_pb2.Grant:
+        request = claim_service_pb2.RegisterTaskArtifactRequest(
+            id=runner.job.id, task=runner.id, lease=runner.lease, kind=kind, name=name, sha256=sha256, size=size,
+            meta=meta,
+        )  # fmt: skip
+        for attempt in range(30):
+            try:
+                return self._stub.RegisterTaskArtifact(
+                    request, metadata=self._md(runner.org), timeout=120
+                )
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == 29:  # type: ignore[attr-defined]
+                    raise
+                time.sleep(min(2.0, 0.2 * (attempt + 1)))
+        raise AssertionError("unreachable")
+
+    def _note(
+        self,
+        what: str,
+        task_id: str,
+        events: list[task_pb2.TaskEvent] | None = None,
+        **fields: object,
+    ) -> None:
+        if self._journal is None or (what == "sent" and not events):
+            return
+        record: dict[str, object] = {"what": what, "task": task_id, **fields}
+        if events:
+            record["events"] = [
+                [e.seq, e.type, e.name, e.step if e.HasField("step") else None] for e in events
+            ]
+        self._journal.write(json.dumps(record) + "\n")
+        self._journal.flush()
