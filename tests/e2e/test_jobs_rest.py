@@ -15,6 +15,8 @@ from services.core import errors
 from tests.support import StackProcess, bearer, reason
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+# Placed on a machine no executor serves, so the job waits in `preparing` for as long as a test needs.
+PARKED = {**FIXTURE, "resources": {"machines": ["nowhere"]}}
 EXAMPLE = {
     "idempotency_key": "nightly-42", "project": "support-bot", "requested_by": "ci",
     "base_model": "fixture-tiny-llm", "revision": "v1",
@@ -83,7 +85,7 @@ def test_list_pages_with_tokens_and_totals(api: httpx.Client) -> None:
 
 
 def test_cancel_retry_and_the_event_record(api: httpx.Client) -> None:
-    job = api.post("/v1/train/jobs", json=FIXTURE).json()
+    job = api.post("/v1/train/jobs", json=PARKED).json()
     cancelled = api.post(f"/v1/train/jobs/{job['id']}/cancel", json={})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     retry = api.post(
@@ -111,7 +113,7 @@ def test_cancel_retry_and_the_event_record(api: httpx.Client) -> None:
 
 
 def test_watch_streams_newline_delimited_json_until_the_job_ends(api: httpx.Client) -> None:
-    job = api.post("/v1/train/jobs", json=FIXTURE).json()
+    job = api.post("/v1/train/jobs", json=PARKED).json()
     api.post(f"/v1/train/jobs/{job['id']}/cancel", json={})
     with api.stream("GET", f"/v1/train/jobs/{job['id']}/watch") as r:
         assert r.status_code == 200
@@ -229,7 +231,9 @@ def test_the_cli_creates_lists_cancels_watches_and_retries(stack: StackProcess) 
         stack.env.update(env)
         return stack.cli(*args).stdout
 
-    job = json.loads(cli("jobs", "create", "--fixture", "--max-steps", "5"))
+    spec = stack.home.parent / "parked.json"
+    spec.write_text(json.dumps(PARKED))
+    job = json.loads(cli("jobs", "create", "-f", str(spec), "--max-steps", "5"))
     assert job["planned_steps"] == 5
     assert job["id"] in cli("jobs", "list")
     assert json.loads(cli("jobs", "get", "1", "--number"))["id"] == job["id"]

@@ -9,6 +9,7 @@ import pytest
 from infra.objectstore import SeaweedFS
 from infra.procs import Output
 from services.artifacts.server import build_server as build_artifacts
+from services.claims.server import build_server as build_claims
 from services.core import auth
 from services.core.config import Config
 from services.core.store import Store
@@ -95,6 +96,20 @@ def jobs_reading(
         s3_config, gateway_url=f"http://{artifacts.target}", service_key=platform_key
     )
     served = ServiceThread(lambda: build_server(wired, store=store, port=0))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def claims_config(config: Config) -> Config:
+    return dataclasses.replace(config, lease_ttl_seconds=3, report_interval_seconds=1)
+
+
+@pytest.fixture
+def claims(claims_config: Config, store: Store) -> Iterator[ServiceThread]:
+    served = ServiceThread(lambda: build_claims(claims_config, store=store, port=0))
     try:
         yield served
     finally:

@@ -1,0 +1,336 @@
+"""ClaimService over real gRPC on SQLite and PostgreSQL: claims, leases, fencing, reports."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+import sqlalchemy as sa
+from google.protobuf import struct_pb2
+
+from services.claims.service import ClaimService
+from services.core import audit, auth, lifecycle
+from services.core.config import Config
+from services.core.store import Store
+from tests.integration.test_jobs import reason_of
+from tests.support import ServiceThread
+from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
+from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
+
+SUPPORTS = task_pb2.Supports(adaptations=["full", "lora"], outputs=["checkpoint", "lora"])
+
+
+def key(store: Store, org: str, role: str) -> list[tuple[str, str]]:
+    with store.unit() as session:
+        return [("authorization", f"Bearer {auth.create_key(session, org=org, role=role)[1]}")]
+
+
+class Wire:
+    """An executor speaking the unary routes."""
+
+    def __init__(
+        self, claims: ServiceThread, md: list[tuple[str, str]], machine: str, platform: bool = False
+    ) -> None:
+        self.stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+        self.md, self.machine, self.platform = md, machine, platform
+
+    def claim(self, wait: int = 5) -> claim_service_pb2.ClaimTaskResponse:
+        request = claim_service_pb2.ClaimTaskRequest(
+            machine=self.machine, platform=self.platform, bases=["fixture-tiny-llm"], devices=["cpu"],
+            supports=SUPPORTS, wait=wait,
+        )  # fmt: skip
+        return self.stub.ClaimTask(request, metadata=self.md, timeout=60)
+
+    def report(
+        self,
+        claimed: claim_service_pb2.ClaimTaskResponse,
+        *events: task_pb2.TaskEvent,
+        lease: str = "",
+    ):  # type: ignore[no-untyped-def]
+        request = claim_service_pb2.ReportTaskRequest(
+            id=claimed.task.job,
+            task=claimed.task.id,
+            lease=lease or claimed.task.lease,
+            events=events,
+        )
+        return self.stub.ReportTask(request, metadata=self.md, timeout=60)
+
+    def refused(self, *args, **kw) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(grpc.RpcError) as caught:
+            self.report(*args, **kw)
+        return reason_of(caught.value)
+
+
+def status(seq: int, value: str, **kw: str) -> task_pb2.TaskEvent:
+    return task_pb2.TaskEvent(seq=seq, type="status", status=value, **kw)
+
+
+def metric(seq: int, step: int, value: float) -> task_pb2.TaskEvent:
+    return task_pb2.TaskEvent(seq=seq, type="metric", name="loss", step=step, value=value)
+
+
+@pytest.fixture
+def creator(jobs: ServiceThread, store: Store) -> Iterator:  # type: ignore[type-arg]
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    mds: dict[str, list[tuple[str, str]]] = {}
+
+    def create(org: str = "acme", **spec: object):  # type: ignore[no-untyped-def]
+        md = mds.setdefault(org, key(store, org, "member"))
+        body = struct_pb2.Struct()
+        body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                     "hyperparameters": {"max_steps": 5}, **spec})  # fmt: skip
+        job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md, timeout=30)
+        for _ in range(200):
+            read = stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md, timeout=30)
+            if read.preparation.status == "verified":
+                return read
+            time.sleep(0.05)
+        raise AssertionError("never prepared")
+
+    create.get = lambda job_id, org="acme": stub.GetJob(  # type: ignore[attr-defined]
+        job_service_pb2.GetJobRequest(id=job_id), metadata=mds[org], timeout=30
+    )
+    create.cancel = lambda job_id, org="acme": stub.CancelJob(  # type: ignore[attr-defined]
+        job_service_pb2.CancelJobRequest(id=job_id), metadata=mds[org], timeout=30
+    )
+    yield create
+
+
+def test_an_executor_claims_its_orgs_job_on_its_machine_and_reports(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    assert (
+        claimed.org == "acme"
+        and claimed.task.role == "lead"
+        and claimed.task.lease.startswith("trl_")
+    )
+    assert claimed.job.id == job.id and claimed.task.device == "cpu" and claimed.task.epoch == 1
+    ack = wire.report(
+        claimed, status(1, "accepted"), status(2, "running"), metric(3, 1, 2.5), metric(4, 2, 2.0)
+    )
+    assert (ack.status, ack.seq, ack.cancel) == ("running", 4, False)
+    again = wire.report(
+        claimed, metric(3, 1, 9.9), metric(4, 2, 9.9), metric(5, 3, 1.5)
+    )  # 3, 4 replayed
+    assert again.seq == 5
+    read = creator.get(job.id)
+    assert (
+        read.status == "running"
+        and read.progress.step == 3
+        and read.progress.loss == pytest.approx(1.5)
+    )
+    with store.unit(write=False) as session:
+        values = session.scalars(
+            sa.select(lifecycle.MetricRow.value).order_by(lifecycle.MetricRow.step)
+        ).all()
+    assert list(values) == [2.5, 2.0, 1.5]
+
+
+def test_a_stalled_lease_is_lost_and_changes_nothing(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "running"))
+    time.sleep(4.0)  # the lease's TTL is 3 s
+    assert wire.refused(claimed, metric(2, 1, 1.0)) == "LEASE_LOST"
+    result = task_pb2.TaskEvent(seq=3, type="result", result=task_pb2.TaskResult(step=5))
+    assert wire.refused(claimed, result) == "LEASE_LOST"
+    read = creator.get(job.id)
+    assert (read.status, read.failure_code, read.failure_category) == (
+        "failed",
+        "executor_lost",
+        "executor",
+    )
+    assert not read.model_available and read.progress.step == 0
+
+
+def test_a_report_under_an_old_lease_is_fenced(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    assert wire.refused(claimed, status(1, "running"), lease="trl_forged") == "LEASE_LOST"
+
+
+def test_two_executors_racing_for_one_task_one_wins(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    creator(resources={"machines": ["gpu-1"]})
+    md = key(store, "acme", "executor")
+    wins: list[str] = []
+    start = threading.Barrier(2)
+
+    def race() -> None:
+        start.wait()
+        got = Wire(claims, md, "gpu-1").claim(wait=2)
+        if got.HasField("task"):
+            wins.append(got.task.id)
+
+    threads = [threading.Thread(target=race) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+
+
+def test_a_two_machine_job_offers_its_join_once_the_lead_coordinates(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    creator(resources={"machines": ["m1", "m2"]})
+    md = key(store, "acme", "executor")
+    lead_wire, join_wire = Wire(claims, md, "m1"), Wire(claims, md, "m2")
+    lead = lead_wire.claim()
+    assert (lead.task.role, lead.task.rank, lead.task.world_size) == ("lead", 0, 2)
+    assert not join_wire.claim(wait=1).HasField("task")
+    lead_wire.report(lead, task_pb2.TaskEvent(seq=1, type="coordinator", addr="127.0.0.1:29511"))
+    join = join_wire.claim()
+    assert (join.task.role, join.task.coordinator, join.task.rank) == ("join", "127.0.0.1:29511", 1)
+
+
+def test_another_orgs_executor_can_neither_claim_nor_report(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    creator(resources={"machines": ["gpu-1"]})
+    ours = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    theirs = Wire(claims, key(store, "globex", "executor"), "gpu-1")
+    assert not theirs.claim(wait=1).HasField("task")
+    claimed = ours.claim()
+    assert theirs.refused(claimed, status(1, "running")) == "NOT_FOUND"
+
+
+def test_only_the_platform_claims_unplaced_jobs_and_each_claim_is_audited(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(org="globex")
+    member = Wire(claims, key(store, "acme", "executor"), "local", platform=True)
+    with pytest.raises(grpc.RpcError) as caught:
+        member.claim(wait=1)
+    assert reason_of(caught.value) == "PERMISSION_DENIED"
+    platform = Wire(claims, key(store, "platform", "platform"), "local", platform=True)
+    claimed = platform.claim()
+    assert claimed.org == "globex" and claimed.job.id == job.id
+    with store.unit(write=False) as session:
+        trail = session.scalars(
+            sa.select(audit.AuditEvent).where(audit.AuditEvent.name == "training.claim.platform")
+        ).all()
+        assert [(t.org, t.subject) for t in trail] == [("globex", claimed.task.id)]
+    ack = platform.report(claimed, status(1, "running"))  # the platform reports on it
+    assert ack.status == "running"
+
+
+def test_a_cancel_reaches_the_executor_and_its_result_ends_the_job(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "running"), metric(2, 1, 2.0))
+    assert creator.cancel(job.id).status == "cancelling"
+    assert wire.report(claimed).cancel is True  # a heartbeat learns it
+    done = wire.report(
+        claimed, task_pb2.TaskEvent(seq=3, type="result", result=task_pb2.TaskResult(step=1))
+    )
+    assert done.status == "cancelled"
+    late = wire.report(
+        claimed, metric(4, 2, 1.0)
+    )  # after the end: nothing recorded, the status answered
+    assert late.status == "cancelled" and late.seq == 3
+
+
+def test_a_report_holds_at_most_500_events_and_cuts_log_lines(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    too_many = [metric(n, n, 1.0) for n in range(1, 502)]
+    assert wire.refused(claimed, *too_many) == "VALIDATION_ERROR"
+    wire.report(claimed, task_pb2.TaskEvent(seq=1, type="log", line="é" * 5000))
+    with store.unit(write=False) as session:
+        (line,) = session.scalars(
+            sa.select(lifecycle.EventRow.data).where(lifecycle.EventRow.type == "log")
+        ).all()
+    assert len(line["line"].encode()) <= 4096
+    assert job.id
+
+
+def test_the_expiry_sweep_is_idempotent_across_replicas(
+    creator, claims: ServiceThread, store: Store, claims_config: Config
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    wire.report(wire.claim(), status(1, "running"))
+    time.sleep(3.5)
+    replicas = [ClaimService(store, claims_config) for _ in range(3)]
+    threads = [threading.Thread(target=r.expire_leases) for r in replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with store.unit(write=False) as session:
+        failed = session.scalars(
+            sa.select(lifecycle.EventRow).where(
+                lifecycle.EventRow.job_id == job.id, lifecycle.EventRow.type == "transition"
+            )
+        ).all()
+        assert [e.data["status"] for e in failed].count("failed") == 1
+
+
+def test_the_stream_assigns_acks_and_resumes_after_a_reconnect(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    md = key(store, "acme", "executor")
+    stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+    hello = claim_service_pb2.Hello(
+        machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS
+    )
+
+    def stream(
+        first: claim_service_pb2.Hello,
+        then: list[claim_service_pb2.ConnectRequest],
+        gate: threading.Event,
+    ):  # type: ignore[no-untyped-def]
+        def requests():  # type: ignore[no-untyped-def]
+            yield claim_service_pb2.ConnectRequest(hello=first)
+            gate.wait(10)
+            yield from then
+
+        return stub.Connect(requests(), metadata=md)
+
+    gate = threading.Event()
+    call = stream(hello, [], gate)
+    welcome = next(call)
+    assert welcome.welcome.executor_id.startswith("exe_")
+    assignment = next(call).assignment
+    assert assignment.job.id == job.id
+    call.cancel()  # the stream breaks; the lease does not
+
+    held = claim_service_pb2.HeldLease(task=assignment.task.id, lease=assignment.task.lease)
+    resume = claim_service_pb2.Hello(**{**_fields(hello), "leases": [held]})
+    report = claim_service_pb2.ConnectRequest(
+        report=claim_service_pb2.StreamReport(
+            task=assignment.task.id, lease=assignment.task.lease, events=[status(1, "running")]
+        )
+    )
+    gate2 = threading.Event()
+    call = stream(resume, [report], gate2)
+    assert list(next(call).welcome.resumed) == [assignment.task.id]
+    gate2.set()
+    ack = next(m for m in call if m.WhichOneof("kind") == "ack").ack
+    assert (ack.seq, ack.status, ack.reason) == (1, "running", "")
+    call.cancel()
+
+
+def _fields(message: claim_service_pb2.Hello) -> dict:  # type: ignore[type-arg]
+    return {f.name: v for f, v in message.ListFields()}
