@@ -1,0 +1,131 @@
+"""The executor wire with real processes: the stack as `trainyard up` runs it, its local
+executor, and crashes — of the executor and of ClaimService — in the middle of a task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from services.core.lifecycle import EventRow, MetricRow
+from services.core.store import open_store
+from tests.support import StackProcess, alive, bearer
+
+JOB = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+
+
+@pytest.fixture(scope="module")
+def slow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
+    """A stack whose leases lapse in 8 s (a service restart takes ~4) and whose trainer takes
+    0.15 s a step."""
+    home = tmp_path_factory.mktemp("slow") / "home"
+    running = StackProcess(
+        home,
+        env={
+            "TRAINYARD_LEASE_TTL_SECONDS": "8",
+            "TRAINYARD_REPORT_INTERVAL_SECONDS": "1",
+            "SCRIPTED_STEP_SECONDS": "0.15",
+            "TRAINYARD_EXECUTOR_JOURNAL": str(home.parent / "journal.jsonl"),
+        },
+    ).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def wait(client: httpx.Client, job_id: str, done, timeout: float = 90) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/train/jobs/{job_id}").json()
+        if done(job):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"job stuck in {job['status']}")
+
+
+def test_a_job_runs_on_the_local_executor_to_success(slow_stack: StackProcess) -> None:
+    client = httpx.Client(
+        base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
+    )
+    job = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 8}}).json()
+    done = wait(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"))
+    assert done["status"] == "succeeded" and done["model_available"] is True
+    assert done["progress"]["step"] == 8 and done["outcome"]["stop_reason"] == "max_steps"
+    attempts = client.get(f"/v1/train/jobs/{job['id']}/attempts").json()["attempts"]
+    assert [a["status"] for a in attempts] == ["succeeded"]
+    (artifact,) = client.get(f"/v1/train/jobs/{job['id']}/artifacts").json()["artifacts"]
+    assert artifact["provenance_record_id"] == done["result"]["provenance_record_id"]
+
+
+def test_killing_the_executor_loses_its_job_within_the_lease(slow_stack: StackProcess) -> None:
+    client = httpx.Client(
+        base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
+    )
+    job = client.post("/v1/train/jobs", json=JOB).json()
+    wait(client, job["id"], lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 2)
+    os.kill(slow_stack.info()["pids"]["executor"], signal.SIGKILL)
+    killed = time.monotonic()
+    lost = wait(client, job["id"], lambda j: j["status"] == "failed", timeout=30)
+    # TTL 8 s, plus one sweep (≤2 s), plus the poll above.
+    assert time.monotonic() - killed < 8 + 2 + 2
+    assert (lost["failure_code"], lost["failure_category"]) == ("executor_lost", "executor")
+
+
+def test_killing_claim_service_mid_task_loses_no_acknowledged_event(
+    slow_stack: StackProcess,
+) -> None:
+    client = httpx.Client(
+        base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
+    )
+    job = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 40}}).json()
+    wait(client, job["id"], lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 5)
+    before = slow_stack.info()["pids"]["claims"]
+    os.kill(before, signal.SIGKILL)
+    done = wait(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"), timeout=120)
+    assert slow_stack.info()["pids"]["claims"] != before and not alive(before)
+    assert (done["status"], done["failure_code"]) == ("succeeded", "")
+    assert done["progress"]["step"] == 40
+
+    journal = [
+        json.loads(line)
+        for line in Path(slow_stack.env["TRAINYARD_EXECUTOR_JOURNAL"]).read_text().splitlines()
+    ]
+    task = next(
+        r["task"]
+        for r in journal
+        if r["what"] == "sent" and any(e[2] == "loss" and e[3] == 40 for e in r["events"])
+    )
+    sent = {
+        (e[2], e[3])
+        for r in journal
+        if r["task"] == task and r["what"] == "sent"
+        for e in r["events"]
+        if e[1] == "metric"
+    }
+    acked = max(r["seq"] for r in journal if r["task"] == task and r["what"] == "acked")
+    acked_metrics = {
+        (e[2], e[3]) for r in journal if r["task"] == task and r["what"] == "sent" for e in r["events"]
+        if e[1] == "metric" and e[0] <= acked
+    }  # fmt: skip
+    store = open_store(f"sqlite:///{slow_stack.home / 'trainyard.db'}", run_migrations=False)
+    with store.unit(write=False) as session:
+        stored = {
+            (m.name, m.step)
+            for m in session.scalars(sa.select(MetricRow).where(MetricRow.job_id == job["id"]))
+        }
+        events = session.scalars(
+            sa.select(EventRow).where(EventRow.job_id == job["id"], EventRow.type == "metric")
+        ).all()
+        recorded = [(e.data["name"], e.data["step"]) for e in events]
+    store.dispose()
+    assert acked_metrics - stored == set()  # nothing acknowledged was lost
+    assert stored - sent == set()  # nothing was stored that was not sent
+    assert len(recorded) == len(set(recorded))  # and every event is there exactly once
