@@ -43,6 +43,7 @@ check-gen: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/unary.py
 	$(BIN)/python bench/artifacts.py
+	$(BIN)/python bench/claims.py
 
 clean:
 	rm -rf $(VENV) node_modules .trainyard .pytest_cache .mypy_cache .ruff_cache

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from google.protobuf import json_format
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -55,6 +56,12 @@ LEAD_STATUSES = (
     "cancelled",
 )
 JOIN_STATUSES = ("done", "failed", "stopped")
+_PROGRESS_FIELDS = {
+    "loss": "loss",
+    "eval_loss": "eval_loss",
+    "learning_rate": "learning_rate",
+    "tokens_per_second": "tokens_per_second",
+}
 STOPPING = frozenset({"cancelling", "cancelled", "stopped", "failed", "succeeded", "rejected"})
 
 
@@ -423,13 +430,23 @@ class ClaimService:
                     code=errors.Conflict.code,
                 )
             task.lease_expires, task.report_time = now + self.ttl, now
+            attempt = lifecycle.current_attempt(session, job)
+            metrics: list[task_pb2.TaskEvent] = []
             for event in sorted(events, key=lambda e: e.seq):
                 if event.seq <= task.last_seq:
                     continue  # a replay: applied once already
-                self._event(session, task, job, event, provenance_ids)
+                if event.type == "metric":
+                    metrics.append(event)
+                else:
+                    if metrics:  # keep progress in order with the statuses around it
+                        self._metrics(session, task, job, attempt, metrics)
+                        metrics = []
+                    self._event(session, task, job, attempt, event, provenance_ids)
                 task.last_seq = event.seq
                 if job.status in lifecycle.TERMINAL:
                     break
+            if metrics:
+                self._metrics(session, task, job, attempt, metrics)
             return self._ack(task, job)
 
     def _ack(self, task: TaskRow, job: JobRow) -> claim_service_pb2.ReportTaskResponse:
@@ -445,10 +462,10 @@ class ClaimService:
         session: Session,
         task: TaskRow,
         job: JobRow,
+        attempt: AttemptRow,
         event: task_pb2.TaskEvent,
         provenance_ids: dict[str, str],
     ) -> None:
-        attempt = lifecycle.current_attempt(session, job)
         kind = event.type
         if kind == "status":
             self._status(session, task, job, attempt, event)
@@ -463,8 +480,6 @@ class ClaimService:
             ):
                 join.status, join.coordinator = "open", event.addr
             lifecycle.append_event(session, job, "coordinator", attempt=attempt.attempt_number)
-        elif kind == "metric":
-            self._metric(session, task, job, attempt, event)
         elif kind == "log":
             if job.event_seq < MAX_JOB_EVENTS:
                 lifecycle.append_event(
@@ -512,54 +527,52 @@ class ClaimService:
         elif status == "failed":
             self._fail(session, task, job, attempt, event.error or "trainer_failed", "trainer")
 
-    def _metric(
+    def _metrics(
         self,
         session: Session,
         task: TaskRow,
         job: JobRow,
         attempt: AttemptRow,
-        event: task_pb2.TaskEvent,
+        events: list[task_pb2.TaskEvent],
     ) -> None:
-        step = event.step if event.HasField("step") else 0
-        key = (job.id, attempt.attempt_number, event.name, step)
-        if session.get(MetricRow, key) is None:
-            session.add(
-                MetricRow(
-                    job_id=job.id, attempt_number=attempt.attempt_number, name=event.name, step=step,
-                    value=event.value, create_time=self._now(),
-                )
-            )  # fmt: skip
-        if job.event_seq < MAX_JOB_EVENTS:
+        """A run of metric points: one insert for the series (a point reported twice is
+        kept once), an event each, and the job's progress from the newest."""
+        now = self._now()
+        rows = {
+            (e.name, e.step): {
+                "job_id": job.id, "attempt_number": attempt.attempt_number, "name": e.name,
+                "step": e.step, "value": e.value, "create_time": now,
+            }
+            for e in events
+        }  # fmt: skip
+        insert = (postgresql.insert if self._store.dialect == "postgresql" else sqlite.insert)(
+            MetricRow
+        )
+        session.execute(insert.on_conflict_do_nothing(), list(rows.values()))
+        for event in events:
+            if job.event_seq >= MAX_JOB_EVENTS:
+                break
             lifecycle.append_event(
-                session,
-                job,
-                "metric",
-                attempt=attempt.attempt_number,
-                name=event.name,
-                step=step,
+                session, job, "metric", attempt=attempt.attempt_number, name=event.name, step=event.step,
                 value=event.value,
-            )
+            )  # fmt: skip
         if task.role != "lead":
             return
         progress = dict(job.progress or {})
         planned = int(job.plan.get("planned_steps", 0))
         progress["planned_steps"] = planned
-        if step >= int(progress.get("step", 0)):
-            progress["step"] = step
-            progress["percent"] = round(100.0 * step / planned, 2) if planned else 0.0
-            per_epoch = int(job.plan.get("steps_per_epoch", 0))
-            progress["epoch"] = round(step / per_epoch, 3) if per_epoch else 0.0
-            if job.running_time and step:
-                elapsed = (self._now() - job.running_time).total_seconds()
-                progress["eta_seconds"] = round(elapsed / step * max(planned - step, 0), 1)
-        field = {
-            "loss": "loss",
-            "eval_loss": "eval_loss",
-            "learning_rate": "learning_rate",
-            "tokens_per_second": "tokens_per_second",
-        }.get(event.name)
-        if field:
-            progress[field] = event.value
+        for event in events:
+            if event.step >= int(progress.get("step", 0)):
+                progress["step"] = event.step
+            if field := _PROGRESS_FIELDS.get(event.name):
+                progress[field] = event.value
+        step = int(progress.get("step", 0))
+        progress["percent"] = round(100.0 * step / planned, 2) if planned else 0.0
+        per_epoch = int(job.plan.get("steps_per_epoch", 0))
+        progress["epoch"] = round(step / per_epoch, 3) if per_epoch else 0.0
+        if job.running_time and step:
+            elapsed = (now - job.running_time).total_seconds()
+            progress["eta_seconds"] = round(elapsed / step * max(planned - step, 0), 1)
         job.progress = progress
 
     def _result(

@@ -70,7 +70,11 @@ def test_killing_the_executor_loses_its_job_within_the_lease(slow_stack: StackPr
         base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
     )
     job = client.post("/v1/train/jobs", json=JOB).json()
-    wait(client, job["id"], lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 2)
+    wait(
+        client,
+        job["id"],
+        lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 2,
+    )
     os.kill(slow_stack.info()["pids"]["executor"], signal.SIGKILL)
     killed = time.monotonic()
     lost = wait(client, job["id"], lambda j: j["status"] == "failed", timeout=30)
@@ -86,7 +90,11 @@ def test_killing_claim_service_mid_task_loses_no_acknowledged_event(
         base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
     )
     job = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 40}}).json()
-    wait(client, job["id"], lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 5)
+    wait(
+        client,
+        job["id"],
+        lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 5,
+    )
     before = slow_stack.info()["pids"]["claims"]
     os.kill(before, signal.SIGKILL)
     done = wait(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"), timeout=120)

@@ -1,0 +1,191 @@
+"""The executor wire's figures, in one run against one stack:
+
+- claim latency: a job created over gRPC to the assignment an idle, connected executor
+  receives (p50, p99), preparation included;
+- durable report ingestion: metric events per second, each batch acknowledged only
+  after it is committed;
+- beside them, a raw gRPC bidirectional ping-pong on the same machine, for scale.
+
+    python bench/claims.py [--jobs 30] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import queue
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+from google.protobuf import struct_pb2
+
+from infra.stack import Stack, ensure_key
+from services.core.config import Config
+from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
+from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
+
+SUPPORTS = task_pb2.Supports(adaptations=["full"], outputs=["checkpoint"])
+
+
+def pct(values: list[float], q: int) -> float:
+    return (
+        statistics.quantiles(values, n=100)[q - 1] * 1000 if len(values) > 1 else values[0] * 1000
+    )
+
+
+def connect(target: str, key: str, slots: int):  # type: ignore[no-untyped-def]
+    outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] = queue.Queue()
+    hello = claim_service_pb2.Hello(
+        machine="bench", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS, slots=slots
+    )
+
+    def requests():  # type: ignore[no-untyped-def]
+        yield claim_service_pb2.ConnectRequest(hello=hello)
+        while (item := outbox.get()) is not None:
+            yield item
+
+    stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(target))
+    call = stub.Connect(requests(), metadata=[("authorization", f"Bearer {key}")])
+    assert next(call).WhichOneof("kind") == "welcome"
+    return call, outbox
+
+
+def claim_latency(target: str, member: str, executor: str, jobs: int) -> list[float]:
+    call, outbox = connect(target, executor, slots=jobs + 1)
+    arrivals: dict[str, float] = {}
+    done = threading.Event()
+
+    def listen() -> None:
+        for message in call:
+            if message.WhichOneof("kind") == "assignment":
+                arrivals[message.assignment.job.id] = time.perf_counter()
+                if len(arrivals) >= jobs:
+                    done.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
+    md = [("authorization", f"Bearer {member}")]
+    created: dict[str, float] = {}
+    for _ in range(jobs):
+        body = struct_pb2.Struct()
+        body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                     "resources": {"machines": ["bench"]}, "hyperparameters": {"max_steps": 1}})  # fmt: skip
+        started = time.perf_counter()
+        job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md)
+        created[job.id] = started
+        while job.id not in arrivals:
+            time.sleep(0.001)
+    done.wait(60)
+    outbox.put(None)
+    call.cancel()
+    return [arrivals[j] - created[j] for j in created]
+
+
+def ingestion(target: str, member: str, executor: str, seconds: float) -> tuple[float, int]:
+    call, outbox = connect(target, executor, slots=1)
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
+    body = struct_pb2.Struct()
+    body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                 "resources": {"machines": ["bench"]}})  # fmt: skip
+    stub.CreateJob(
+        job_service_pb2.CreateJobRequest(body=body),
+        metadata=[("authorization", f"Bearer {member}")],
+    )
+    assignment = next(m for m in call if m.WhichOneof("kind") == "assignment").assignment
+    seq, acked, batch = 0, 0, 500
+    began = time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        events = [
+            task_pb2.TaskEvent(
+                seq=seq + i + 1, type="metric", name="loss", step=seq + i + 1, value=1.0
+            )
+            for i in range(batch)
+        ]
+        seq += batch
+        outbox.put(
+            claim_service_pb2.ConnectRequest(
+                report=claim_service_pb2.StreamReport(
+                    task=assignment.task.id, lease=assignment.task.lease, events=events
+                )
+            )
+        )
+        ack = next(m for m in call if m.WhichOneof("kind") == "ack").ack
+        assert not ack.reason, ack.reason
+        acked = ack.seq
+    elapsed = time.perf_counter() - began
+    outbox.put(None)
+    call.cancel()
+    return acked / elapsed, acked
+
+
+async def raw_bidi(seconds: float) -> float:
+    """Ping-pong on one stream against a bare grpc.aio echo handler, payload ~ a report."""
+
+    async def echo(requests, context):  # type: ignore[no-untyped-def]
+        async for item in requests:
+            yield item
+
+    server = grpc.aio.server()
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Echo", {"Ping": grpc.stream_stream_rpc_method_handler(echo)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.stream_stream("/bench.Echo/Ping")()
+        payload, count = b"x" * 256, 0
+        began = time.perf_counter()
+        while time.perf_counter() - began < seconds:
+            await call.write(payload)
+            await call.read()
+            count += 1
+        await call.done_writing()
+        rate = count / (time.perf_counter() - began)
+    await server.stop(None)
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            "TRAINYARD_HOME": home,
+            "TRAINYARD_GATEWAY_PORT": "0",
+            "TRAINYARD_LOCAL_EXECUTOR": "0",
+        }
+        config = Config.from_env(env)
+        with open(Path(home) / "stack.log", "w") as log:
+            stack = Stack(config, output=log)
+            try:
+                ends = stack.start()
+                target = f"127.0.0.1:{ends.gateway_port}"
+                member = ensure_key(
+                    config, config.home / "m.key", org="bench", role="member", label="bench"
+                )
+                executor = ensure_key(
+                    config, config.home / "e.key", org="bench", role="executor", label="bench"
+                )
+                latencies = claim_latency(target, member, executor, args.jobs)
+                rate, events = ingestion(target, member, executor, args.seconds)
+            finally:
+                stack.stop()
+    raw = asyncio.run(raw_bidi(args.seconds))
+    print(
+        f"claim latency, create → assignment ({args.jobs} jobs): p50 {pct(latencies, 50):.0f} ms, p99 {pct(latencies, 99):.0f} ms"
+    )
+    print(
+        f"durable report ingestion: {rate:,.0f} events/s ({events} events, 500 a report, acked after commit)"
+    )
+    print(f"raw gRPC bidi ping-pong on this machine: {raw:,.0f} messages/s")
+
+
+if __name__ == "__main__":
+    main()
