@@ -179,7 +179,8 @@ def main() -> None:
                 stack.stop()
     raw = asyncio.run(raw_bidi(args.seconds))
     print(
-        f"claim latency, create → assignment ({args.jobs} jobs): p50 {pct(latencies, 50):.0f} ms, p99 {pct(latencies, 99):.0f} ms"
+        f"claim latency, create → assignment ({args.jobs} jobs): "
+        f"p50 {pct(latencies, 50):.0f} ms, p99 {pct(latencies, 99):.0f} ms"
     )
     print(
         f"durable report ingestion: {rate:,.0f} events/s ({events} events, 500 a report, acked after commit)"
