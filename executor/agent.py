@@ -9,6 +9,7 @@ the runners resend whatever was not acknowledged (the service applies each seq o
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import queue
@@ -19,9 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 
 from executor.runner import TaskRunner
-from trainyard.artifact.v1 import artifact_pb2
+from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, artifact_service_pb2_grpc
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.sdk import _channel
 
@@ -57,6 +59,7 @@ class Agent:
         self._stopping = threading.Event()
         self._channel = _channel(config.url)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
+        self._artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self._journal = config.journal.open("a") if config.journal else None
         self.connected = threading.Event()
 
@@ -180,7 +183,7 @@ class Agent:
             "task %s of job %s: %s", assignment.task.id, assignment.job.id, assignment.task.role
         )
         work = self.config.work_root / self.config.machine
-        runner = TaskRunner(assignment, work, self.config.trainer, self._register)
+        runner = TaskRunner(assignment, work, self.config.trainer, self._register, self._fetch)
         with self._lock:
             self.runners[runner.id] = runner
         runner.start()
@@ -227,6 +230,19 @@ class Agent:
                     raise
                 time.sleep(min(2.0, 0.2 * (attempt + 1)))
         raise AssertionError("unreachable")
+
+    def _fetch(self, runner: TaskRunner, sha256: str) -> bytes:
+        """An object of the task's org, downloaded and checked against its sha256."""
+        request = artifact_service_pb2.GetArtifactRequest(sha256=sha256)
+        artifact = self._artifacts.GetArtifact(request, metadata=self._md(runner.org), timeout=60)
+        data = (
+            httpx.get(artifact.url, headers=dict(artifact.headers), timeout=600)
+            .raise_for_status()
+            .content
+        )
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise RuntimeError("a downloaded object did not verify")
+        return data
 
     def _note(
         self,

@@ -4,6 +4,7 @@ order, its output packed and uploaded under a grant, and a cooperative cancel.""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
@@ -30,6 +31,8 @@ MAX_BATCH = 500
 LOG_BYTES = 4096
 
 Register = Callable[["TaskRunner", str, str, str, int, dict[str, str]], artifact_pb2.Grant]
+# Reads an object of the task's org (an uploaded dataset, a state to resume), verified.
+Fetch = Callable[["TaskRunner", str], bytes]
 
 
 class TaskRunner:
@@ -41,13 +44,14 @@ class TaskRunner:
         work_root: Path,
         trainer: str,
         register: Register,
+        fetch: Fetch | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self.org = assignment.org
         self.task: task_pb2.Task = assignment.task
         self.job: job_pb2.Job = assignment.job
         self.work = work_root / self.task.id
-        self._trainer, self._register, self._env = trainer, register, env or {}
+        self._trainer, self._register, self._fetch, self._env = trainer, register, fetch, env or {}
         self._lock = threading.Lock()
         self._events: list[task_pb2.TaskEvent] = []
         self.acked = 0
@@ -57,6 +61,7 @@ class TaskRunner:
         self._process: subprocess.Popen[str] | None = None
         self._cancelled = False
         self._output_sha = ""
+        self._state_sha = ""
         self._thread = threading.Thread(target=self._run, name=f"task-{self.task.id}", daemon=True)
 
     @property
@@ -115,12 +120,21 @@ class TaskRunner:
         self.work.mkdir(parents=True, exist_ok=True)
         task = json_format.MessageToDict(self.task, preserving_proto_field_name=True)
         task.pop("lease", None)  # the trainer never needs the lease
-        spec = {
+        spec: dict[str, object] = {
             "job": json_format.MessageToDict(self.job, preserving_proto_field_name=True),
             "task": task,
             "org": self.org,
             "output_dir": str(self.work / "output"),
         }
+        uri = self.job.dataset.uri
+        if uri.startswith("artifact:") and self._fetch is not None:
+            rows = self.work / "rows.jsonl"
+            rows.write_bytes(self._fetch(self, uri.split(":", 1)[1]))
+            spec["rows_path"] = str(rows)
+        if self.task.resume_from and self._fetch is not None:
+            resume = self.work / "resume"
+            packing.unpack(io.BytesIO(self._fetch(self, self.task.resume_from)), resume)
+            spec["resume_dir"] = str(resume)
         (self.work / TASK_FILE).write_text(json.dumps(spec))
         with open(self.work / "trainer.log", "w") as stderr:
             self._process = subprocess.Popen(
@@ -176,7 +190,19 @@ class TaskRunner:
                 line=str(event.get("line", "")).encode()[:LOG_BYTES].decode(errors="ignore"),
             )
         elif kind == "output":
-            self._upload(Path(event["path"]), int(event.get("step", 0)))
+            self._output_sha = self._upload(
+                Path(event["path"]),
+                self.job.output.kind,
+                self.job.output.name,
+                int(event.get("step", 0)),
+            )
+        elif kind == "state":
+            self._state_sha = self._upload(
+                Path(event["path"]),
+                "checkpoint",
+                f"{self.job.output.name}-state"[:128],
+                int(event.get("step", 0)),
+            )
         elif kind == "result":
             result = task_pb2.TaskResult(
                 sha256=self._output_sha,
@@ -185,7 +211,7 @@ class TaskRunner:
                 served_step=int(event.get("served_step", 0)),
                 checkpoint_step=int(event.get("checkpoint_step", 0)),
                 dataset_sha256=str(event.get("dataset_sha256", "")),
-                checkpoint_sha256=str(event.get("checkpoint_sha256", self._output_sha)),
+                checkpoint_sha256=self._state_sha,
                 training_seconds=float(event.get("training_seconds", 0.0)),
             )
             if event.get("evaluation") is not None:
@@ -196,13 +222,11 @@ class TaskRunner:
             return True
         return False
 
-    def _upload(self, directory: Path, step: int) -> None:
-        """Pack the output, ask for a grant, PUT it, and name it in an `artifact` event."""
-        packed = self.work / "output.tar"
+    def _upload(self, directory: Path, kind: str, name: str, step: int) -> str:
+        """Pack a directory, ask for a grant, PUT it, and name it in an `artifact` event."""
+        packed = self.work / f"{kind}-{step}.tar"
         sha256, size = packing.pack_to_file(directory, packed)
-        grant = self._register(
-            self, self.job.output.kind, self.job.output.name, sha256, size, {"step": str(step)}
-        )
+        grant = self._register(self, kind, name, sha256, size, {"step": str(step)})
         if not grant.stored:
             parts = (
                 [(0, size, grant.upload.url, dict(grant.upload.headers))]
@@ -217,8 +241,9 @@ class TaskRunner:
                     fh.seek(offset)
                     answer = http.put(url, content=fh.read(length), headers=headers)
                     answer.raise_for_status()
-        self._output_sha = sha256
+        packed.unlink(missing_ok=True)
         self._add(type="artifact", sha256=sha256)
+        return sha256
 
     # -- stopping ------------------------------------------------------------------------
 

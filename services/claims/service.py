@@ -261,10 +261,15 @@ class ClaimService:
                 if task.role == "join":
                     lead = self._lead(session, task)
                     task.coordinator = lead.coordinator if lead else ""
+                resume = ("", 0)
                 if task.role == "lead":
-                    lifecycle.move_attempt(
-                        session, job, lifecycle.current_attempt(session, job), "leased"
-                    )
+                    attempt = lifecycle.current_attempt(session, job)
+                    lifecycle.move_attempt(session, job, attempt, "leased")
+                    if attempt.resume_from_checkpoint and job.result:
+                        resume = (
+                            job.result.get("checkpoint_sha256", ""),
+                            int(attempt.resume_step or 0),
+                        )
                 if offer.platform:
                     audit.record(
                         session, "training.claim.platform", org=job.org, subject=task.id, actor=principal.key_id,
@@ -272,9 +277,11 @@ class ClaimService:
                         held=task.held, payer="owner",
                     )  # fmt: skip
                 session.flush()
+                answer = self._task_proto(task, token)
+                answer.resume_from, answer.resume_step = resume
                 return claim_service_pb2.ClaimTaskResponse(
                     org=job.org,
-                    task=self._task_proto(task, token),
+                    task=answer,
                     job=view.job_proto(session, job),
                 )
         return None

@@ -313,7 +313,7 @@ class Timing(_message.Message):
     def __init__(self, total_seconds: _Optional[float] = ..., queued_seconds: _Optional[float] = ..., preparing_seconds: _Optional[float] = ..., training_seconds: _Optional[float] = ..., finalizing_seconds: _Optional[float] = ..., attempt_count: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("sha256", "kind", "name", "size", "base_sha256", "provenance_record_id", "step")
+    __slots__ = ("sha256", "kind", "name", "size", "base_sha256", "provenance_record_id", "step", "checkpoint_sha256", "checkpoint_step")
     SHA256_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +321,8 @@ class Result(_message.Message):
     BASE_SHA256_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_SHA256_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_STEP_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     kind: str
     name: str
@@ -328,7 +330,9 @@ class Result(_message.Message):
     base_sha256: str
     provenance_record_id: str
     step: int
-    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., base_sha256: _Optional[str] = ..., provenance_record_id: _Optional[str] = ..., step: _Optional[int] = ...) -> None: ...
+    checkpoint_sha256: str
+    checkpoint_step: int
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., base_sha256: _Optional[str] = ..., provenance_record_id: _Optional[str] = ..., step: _Optional[int] = ..., checkpoint_sha256: _Optional[str] = ..., checkpoint_step: _Optional[int] = ...) -> None: ...
 
 class DatasetItem(_message.Message):
     __slots__ = ("id", "name", "message_count", "split", "messages")

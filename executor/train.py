@@ -1,0 +1,489 @@
+"""The trainer: a DeepSpeed program the executor runs for each task of a job.
+
+    python -m executor.train task.json
+
+It rebuilds the job's frozen snapshot and split, trains the base (fully or with LoRA)
+for exactly the planned steps in a seeded data order, evaluates at the checkpoint
+cadence, serves the best evaluation's weights, stops early when asked to, saves a
+resumable DeepSpeed state, and writes the output its `output.kind` names. Events go to
+stdout as the executor protocol says. Ranks other than 0 train and stay quiet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from executor.protocol import emit
+
+
+@dataclasses.dataclass
+class Plan:
+    """What this process does, from task.json."""
+
+    job: dict[str, Any]
+    task: dict[str, Any]
+    output_dir: Path
+    work: Path
+    rows_path: Path | None
+    resume_dir: Path | None
+
+    @property
+    def hp(self) -> dict[str, Any]:
+        return dict(self.job.get("hyperparameters") or {})
+
+    @property
+    def rank(self) -> int:
+        return int(self.task.get("rank", 0))
+
+    @property
+    def world(self) -> int:
+        return int(self.task.get("world_size", 1))
+
+    @property
+    def planned_steps(self) -> int:
+        return int(self.job["planned_steps"])
+
+
+def load_plan(path: str) -> Plan:
+    spec = json.loads(Path(path).read_text())
+    work = Path(path).resolve().parent
+    return Plan(
+        job=spec["job"],
+        task=spec["task"],
+        output_dir=Path(spec["output_dir"]),
+        work=work,
+        rows_path=Path(spec["rows_path"]) if spec.get("rows_path") else None,
+        resume_dir=Path(spec["resume_dir"]) if spec.get("resume_dir") else None,
+    )
+
+
+# -- data --------------------------------------------------------------------------------
+
+
+def examples(plan: Plan) -> tuple[list[Any], list[Any], str]:
+    """The job's frozen split, rebuilt from the rows with the same code that froze it,
+    and checked against the snapshot's sha256."""
+    from executor import fixture
+    from services.jobs import datasets
+
+    dataset = plan.job["dataset"]
+    rows = (
+        datasets.parse_jsonl(plan.rows_path.read_bytes())
+        if plan.rows_path is not None
+        else datasets.fixture_rows()
+    )
+    rows = datasets.select(rows, dataset.get("tags", []))
+    mask = plan.job["objective"]["loss_mask"]
+    snapshot = datasets.build_snapshot(rows, mask)
+    expected = (plan.job.get("preparation") or {}).get("snapshot_sha256", "")
+    if expected and snapshot.sha256 != expected:
+        raise SystemExit("dataset_changed")
+    prompt = dataset.get("system_prompt", "")
+    max_len = int(plan.hp["max_seq_length"])
+    train: list[Any] = []
+    held: list[Any] = []
+    for row, split in snapshot.items:
+        if not row.trainable(mask):
+            continue
+        messages = [(r, c) for r, c in row.messages if c.strip()]
+        if prompt:
+            messages = [("system", prompt), *messages]
+        encoded = fixture.encode(messages, loss_mask=mask, max_seq_length=max_len)
+        (held if split == "eval" else train).append(encoded)
+    return train, held, snapshot.sha256
+
+
+def step_batches(count: int, plan: Plan) -> list[list[int]]:
+    """Every optimizer step's examples, in order: each epoch a seeded permutation, cut
+    into effective batches (a partial last one is still a step), for exactly the
+    planned steps. The same job always walks the same order, so a resume continues it."""
+    ebs = int(plan.job["effective_batch_size"])
+    seed = int(plan.hp.get("seed", 0))
+    steps: list[list[int]] = []
+    epoch = 0
+    while len(steps) < plan.planned_steps:
+        order = list(range(count))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        steps += [order[i : i + ebs] for i in range(0, count, ebs)]
+        epoch += 1
+    return steps[: plan.planned_steps]
+
+
+def my_share(batch: list[int], plan: Plan) -> list[list[int]]:
+    """This rank's micro-batches of one global batch."""
+    per_device = int(plan.hp["per_device_train_batch_size"])
+    mine = batch[plan.rank :: plan.world]
+    return [mine[i : i + per_device] for i in range(0, len(mine), per_device)] or [[]]
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def zero_stage(base_model: str) -> int:
+    from services.jobs.catalog import Catalog
+
+    base = Catalog().get(base_model)
+    return base.zero_stage if base else 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def init_distributed(plan: Plan) -> None:
+    import torch.distributed as dist
+
+    if plan.rank == 0:
+        host = os.environ.get("TRAINYARD_COORDINATOR_HOST", "127.0.0.1")
+        port = free_port()
+        if plan.world > 1:
+            emit(type="coordinator", addr=f"{host}:{port}")
+    else:
+        host, port_text = str(plan.task["coordinator"]).rsplit(":", 1)
+        port = int(port_text)
+    os.environ.update(
+        RANK=str(plan.rank),
+        WORLD_SIZE=str(plan.world),
+        LOCAL_RANK="0",
+        MASTER_ADDR=host,
+        MASTER_PORT=str(port),
+    )
+    import datetime as dt
+
+    dist.init_process_group(
+        "gloo" if not _cuda() else "nccl",
+        init_method=f"tcp://{host}:{port}",
+        rank=plan.rank,
+        world_size=plan.world,
+        timeout=dt.timedelta(minutes=10),
+    )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def main(task_file: str) -> int:
+    plan = load_plan(task_file)
+    stop = {"asked": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(asked=True))
+    lead = plan.rank == 0
+    if lead:
+        emit(type="status", status="accepted")
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if _cuda() else "cpu")
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
+    init_distributed(plan)
+    try:
+        return Trainer(plan, stop).run()
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class Trainer:
+    def __init__(self, plan: Plan, stop: dict[str, bool]) -> None:
+        self.plan, self.stop = plan, stop
+        self.lead = plan.rank == 0
+
+    def say(self, **event: Any) -> None:
+        if self.lead:
+            emit(**event)
+
+    def run(self) -> int:
+        import deepspeed
+        import torch
+        import torch.distributed as dist
+
+        from executor import fixture
+
+        plan, hp = self.plan, self.plan.hp
+        started = time.monotonic()
+        train, held, dataset_sha = examples(plan)
+        base = fixture.build()
+        base_sha = fixture.weights_sha256(base)
+        mode = plan.job["adaptation"]["mode"]
+        model: torch.nn.Module = base
+        if mode == "lora":
+            from peft import LoraConfig, get_peft_model
+
+            ad = plan.job["adaptation"]
+            model = get_peft_model(
+                base,
+                LoraConfig(
+                    r=int(ad["rank"]), lora_alpha=int(ad["alpha"]), target_modules=list(ad["targets"]),
+                    lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                ),
+            )  # fmt: skip
+        initial = (
+            {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
+        )
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(
+            trainable,
+            lr=float(hp["learning_rate"]),
+            weight_decay=float(hp.get("weight_decay", 0.0)),
+        )
+        warmup = int(hp.get("warmup_steps", 0))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min(1.0, (s + 1) / (warmup + 1))
+        )
+        if not _cuda():
+            # DeepSpeed's shared-memory CPU allreduce compiles for over a minute on first
+            # use; gloo's serves one-host worlds. DeepSpeed keeps this probe table for edits.
+            deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        use_bf16 = _cuda() and torch.cuda.is_bf16_supported()
+        engine, _, _, _ = deepspeed.initialize(
+            model=model,
+            optimizer=optimizer,
+            lr_scheduler=scheduler,
+            dist_init_required=False,
+            config={
+                "train_micro_batch_size_per_gpu": int(hp["per_device_train_batch_size"]),
+                "gradient_accumulation_steps": 1,
+                "zero_optimization": {"stage": zero_stage(plan.job["base_model"])},
+                "zero_allow_untested_optimizer": True,
+                "gradient_clipping": 1.0,
+                "bf16": {"enabled": use_bf16},
+                "steps_per_print": 10**9,
+                "wall_clock_breakdown": False,
+            },
+        )
+        device = engine.device
+        batches = step_batches(len(train), plan)
+        save_every = int(hp.get("save_steps", 10))
+        patience = int(hp.get("early_stopping_patience", 0)) if held else 0
+        state: dict[str, Any] = {
+            "step": 0,
+            "best_loss": None,
+            "best_step": None,
+            "evals": [],
+            "bad_evals": 0,
+        }
+        served: dict[str, torch.Tensor] | None = None
+        if plan.resume_dir is not None:
+            _, client = engine.load_checkpoint(str(plan.resume_dir), tag="state")
+            state.update(client or {})
+            self.say(type="log", line=f"resumed at step {state['step']}")
+        self.say(type="status", status="running")
+        loop_started = time.monotonic()
+        stop_reason = "max_steps" if "max_steps" in hp else "completed"
+        step = int(state["step"])
+        world = plan.world
+        while step < plan.planned_steps:
+            if self.stop["asked"]:
+                stop_reason = "cancelled"
+                break
+            batch = batches[step]
+            tick = time.perf_counter()
+            micro = my_share(batch, plan)
+            local_tokens = sum(train[i].trained_tokens for m in micro for i in m)
+            counts = torch.tensor([float(local_tokens)])
+            dist.all_reduce(counts)
+            total = max(1.0, counts.item())
+            loss_sum = 0.0
+            engine.train()
+            for index, group in enumerate(micro):
+                engine.set_gradient_accumulation_boundary(index == len(micro) - 1)
+                if not group:
+                    # An empty share still joins the step's gradient exchange.
+                    loss = sum(p.sum() * 0.0 for p in trainable)
+                else:
+                    ids, labels, mask = (
+                        t.to(device) for t in fixture.collate([train[i] for i in group])
+                    )
+                    logits = engine(input_ids=ids, attention_mask=mask).logits.float()
+                    summed = torch.nn.functional.cross_entropy(
+                        logits.view(-1, logits.size(-1)),
+                        labels.view(-1),
+                        ignore_index=fixture.IGNORE,
+                        reduction="sum",
+                    )
+                    loss_sum += summed.item()
+                    # Mean over the global batch's tokens; DeepSpeed averages across ranks.
+                    loss = summed / total * world
+                engine.backward(loss, scale_wrt_gas=False)
+                engine.step()
+            step += 1
+            reported = torch.tensor([loss_sum])
+            dist.all_reduce(reported)
+            elapsed = time.perf_counter() - tick
+            tokens = sum(len(train[i].input_ids) for i in batch)
+            self.say(type="metric", name="loss", step=step, value=round(reported.item() / total, 6))
+            self.say(
+                type="metric", name="learning_rate", step=step, value=scheduler.get_last_lr()[0]
+            )
+            if (norm := engine.get_global_grad_norm()) is not None:
+                self.say(type="metric", name="grad_norm", step=step, value=round(float(norm), 6))
+            self.say(
+                type="metric",
+                name="tokens_per_second",
+                step=step,
+                value=round(tokens / max(elapsed, 1e-9), 1),
+            )
+            state["step"] = step
+            if held and (step % save_every == 0 or step == plan.planned_steps):
+                eval_loss = self.evaluate(engine, held)
+                state["evals"].append([step, eval_loss])
+                self.say(type="metric", name="eval_loss", step=step, value=round(eval_loss, 6))
+                if state["best_loss"] is None or eval_loss < state["best_loss"]:
+                    state.update(best_loss=eval_loss, best_step=step, bad_evals=0)
+                    served = self.weights(engine.module, mode)
+                else:
+                    state["bad_evals"] += 1
+                    if patience and state["bad_evals"] >= patience:
+                        stop_reason = "early_stopping"
+                        break
+        if step == 0:
+            self.say(type="status", status="cancelled")
+            return 0
+        if served is None or not held:
+            served = self.weights(engine.module, mode)
+            served_step = step
+        else:
+            served_step = int(state["best_step"])
+        self.say(type="status", status="finalizing")
+        engine.save_checkpoint(str(plan.work / "state"), tag="state", client_state=state)
+        dist.barrier()
+        if not self.lead:
+            emit(type="status", status="done")
+            return 0
+        training_seconds = time.monotonic() - loop_started
+        self.write_output(engine.module, mode, served, initial, base_sha, served_step, state)
+        emit(type="state", path=str(plan.work / "state"), step=step)
+        emit(type="output", path=str(plan.output_dir), step=served_step)
+        evaluation = None
+        if state["evals"]:
+            last_step, last_loss = state["evals"][-1]
+            evaluation = {
+                "best_loss": state["best_loss"], "best_step": state["best_step"], "last_loss": last_loss,
+                "last_step": last_step, "evaluations": len(state["evals"]), "served_step": served_step,
+                "promoted_before_last_eval": served_step != last_step,
+            }  # fmt: skip
+        emit(
+            type="result",
+            step=step,
+            served_step=served_step,
+            checkpoint_step=step,
+            base_sha256=base_sha,
+            dataset_sha256=dataset_sha,
+            training_seconds=round(training_seconds, 3),
+            evaluation=evaluation,
+            outcome={"stop_reason": stop_reason, "downgrades": []},
+        )
+        del started
+        return 0
+
+    def evaluate(self, engine: Any, held: list[Any]) -> float:
+        import torch
+
+        from executor import fixture
+
+        engine.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for i in range(0, len(held), 8):
+                ids, labels, mask = (t.to(engine.device) for t in fixture.collate(held[i : i + 8]))
+                logits = engine(input_ids=ids, attention_mask=mask).logits.float()
+                total += torch.nn.functional.cross_entropy(
+                    logits.view(-1, logits.size(-1)),
+                    labels.view(-1),
+                    ignore_index=fixture.IGNORE,
+                    reduction="sum",
+                ).item()
+                count += int((labels != fixture.IGNORE).sum())
+        return total / max(count, 1)
+
+    @staticmethod
+    def weights(module: Any, mode: str) -> dict[str, Any]:
+        """A copy of what the run trained: the whole model, or the adapter."""
+        if mode == "lora":
+            from peft import get_peft_model_state_dict
+
+            return {
+                k: v.detach().clone().cpu() for k, v in get_peft_model_state_dict(module).items()
+            }
+        return {k: v.detach().clone().cpu() for k, v in module.state_dict().items()}
+
+    def write_output(
+        self, module: Any, mode: str, served: dict[str, Any], initial: dict[str, Any], base_sha: str,
+        served_step: int, state: dict[str, Any],
+    ) -> None:  # fmt: skip
+        """The artifact `output.kind` names, with a probe: token ids and the served model's
+        logits on them, so anyone can check that what loads is what trained."""
+        import torch
+        from safetensors.torch import save
+
+        from executor import fixture
+
+        out, job = self.plan.output_dir, self.plan.job
+        out.mkdir(parents=True, exist_ok=True)
+        kind = job["output"]["kind"]
+        if mode == "lora":
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(module, served)
+            merged = module.merge_and_unload() if kind == "checkpoint" else None
+            model = merged if merged is not None else module
+        else:
+            module.load_state_dict(served)
+            model = module
+        meta = {
+            "base_model": job["base_model"], "revision": job.get("revision", ""), "base_sha256": base_sha,
+            "adaptation": job["adaptation"], "step": served_step, "job_id": job["id"],
+        }  # fmt: skip
+        if kind == "checkpoint":
+            fixture.write_model_files(out, model.state_dict(), meta)
+        elif kind == "lora":
+            module.save_pretrained(str(out), safe_serialization=True)
+        else:  # capability: what the job taught, apart from its base
+            evaluation = {"evals": state["evals"], "best_step": state["best_step"]}
+            if mode == "lora":
+                (out / "lora.safetensors").write_bytes(
+                    save({k: v.contiguous() for k, v in sorted(served.items())})
+                )
+                form = "lora"
+            else:
+                delta = {k: (served[k] - initial[k]).contiguous() for k in sorted(served)}
+                (out / "delta.safetensors").write_bytes(save(delta))
+                form = "delta"
+            capability = {
+                **meta,
+                "form": form,
+                "protect": job.get("protect") or {},
+                "evaluation": evaluation,
+            }
+            (out / "capability.json").write_text(json.dumps(capability, indent=2, sort_keys=True))
+        probe = torch.tensor(
+            [
+                fixture.encode(
+                    [("user", "Reverse: probe")], loss_mask="full_sequence", max_seq_length=64
+                ).input_ids
+            ]
+        )
+        model.eval()
+        with torch.no_grad():
+            logits = model(input_ids=probe.to(next(model.parameters()).device)).logits.float().cpu()
+        (out / "probe.safetensors").write_bytes(
+            save({"input_ids": probe, "logits": logits.contiguous()})
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
