@@ -42,7 +42,7 @@ class AgentConfig:
     devices: tuple[str, ...] = ("cpu",)
     platform: bool = False
     slots: int = 1
-    trainer: str = "executor.scripted"
+    trainer: str = "executor.train"
     work_root: Path = Path(".trainyard/executor")
     bases: tuple[str, ...] = ("fixture-tiny-llm",)
     adaptations: tuple[str, ...] = ("full", "lora")

@@ -279,7 +279,7 @@ class Trainer:
         served: dict[str, torch.Tensor] | None = None
         if plan.resume_dir is not None:
             _, client = engine.load_checkpoint(str(plan.resume_dir), tag="state")
-            state.update(client or {})
+            state.update({k: v for k, v in (client or {}).items() if k in state})
             self.say(type="log", line=f"resumed at step {state['step']}")
         self.say(type="status", status="running")
         loop_started = time.monotonic()
@@ -297,7 +297,7 @@ class Trainer:
             counts = torch.tensor([float(local_tokens)])
             dist.all_reduce(counts)
             total = max(1.0, counts.item())
-            loss_sum = 0.0
+            loss_sum, grad_norm = 0.0, 0.0
             engine.train()
             for index, group in enumerate(micro):
                 engine.set_gradient_accumulation_boundary(index == len(micro) - 1)
@@ -319,6 +319,11 @@ class Trainer:
                     # Mean over the global batch's tokens; DeepSpeed averages across ranks.
                     loss = summed / total * world
                 engine.backward(loss, scale_wrt_gas=False)
+                if index == len(micro) - 1:  # gradients are whole (and reduced) at the boundary
+                    grads = [
+                        p.grad.detach().float().norm() for p in trainable if p.grad is not None
+                    ]
+                    grad_norm = float(torch.stack(grads).norm()) if grads else 0.0
                 engine.step()
             step += 1
             reported = torch.tensor([loss_sum])
@@ -329,8 +334,7 @@ class Trainer:
             self.say(
                 type="metric", name="learning_rate", step=step, value=scheduler.get_last_lr()[0]
             )
-            if (norm := engine.get_global_grad_norm()) is not None:
-                self.say(type="metric", name="grad_norm", step=step, value=round(float(norm), 6))
+            self.say(type="metric", name="grad_norm", step=step, value=round(grad_norm, 6))
             self.say(
                 type="metric",
                 name="tokens_per_second",

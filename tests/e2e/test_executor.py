@@ -32,6 +32,7 @@ def slow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProces
             "TRAINYARD_LEASE_TTL_SECONDS": "8",
             "TRAINYARD_REPORT_INTERVAL_SECONDS": "1",
             "SCRIPTED_STEP_SECONDS": "0.15",
+            "TRAINYARD_TRAINER": "executor.scripted",
             "TRAINYARD_EXECUTOR_JOURNAL": str(home.parent / "journal.jsonl"),
         },
     ).start()

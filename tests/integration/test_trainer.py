@@ -1,0 +1,259 @@
+"""The DeepSpeed trainer run as the executor runs it: a subprocess reading task.json and
+writing events. It learns, evaluates, serves its best checkpoint, stops when asked,
+resumes where it stopped, trains across two processes, and writes outputs that load
+back into the model it trained."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from google.protobuf import json_format
+from safetensors.torch import load_file
+
+from executor import fixture
+from services.core.auth import Principal
+from services.core.config import Config
+from services.core.pagetoken import PageTokens
+from services.jobs.catalog import Catalog
+from services.jobs.service import JobService
+from services.jobs.validation import parse_json_job
+
+FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+
+
+def task_dir(
+    tmp: Path, name: str, spec: dict[str, Any], *, rank: int = 0, world: int = 1, **extra: Any
+) -> Path:
+    """A work directory with task.json for `spec`, expanded and planned as a create would."""
+    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    admitted = service.admit(Principal("k", "acme", "member"), parse_json_job({**FIXTURE, **spec}))
+    job = json_format.MessageToDict(admitted.job, preserving_proto_field_name=True)
+    job["id"] = "job_0000000000000001"
+    work = tmp / name
+    work.mkdir(parents=True, exist_ok=True)
+    task = {
+        "id": "tsk_0000000000000001",
+        "role": "lead" if rank == 0 else "join",
+        "rank": rank,
+        "world_size": world,
+    }
+    task.update(extra.pop("task", {}))
+    (work / "task.json").write_text(
+        json.dumps({"job": job, "task": task, "output_dir": str(work / "output"), **extra})
+    )
+    return work
+
+
+def start(work: Path, threads: int = 2) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "executor.train", str(work / "task.json")],
+        cwd=work, env=env, stdout=subprocess.PIPE, stderr=open(work / "stderr.log", "w"), text=True,
+    )  # fmt: skip
+
+
+def events_of(proc: subprocess.Popen[str], timeout: float = 600) -> list[dict[str, Any]]:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def series(events: list[dict[str, Any]], name: str) -> dict[int, float]:
+    return {e["step"]: e["value"] for e in events if e["type"] == "metric" and e["name"] == name}
+
+
+def result(events: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [e for e in events if e["type"] == "result"]
+    return found
+
+
+def probe_matches(model: torch.nn.Module, output: Path) -> None:
+    probe = load_file(str(output / "probe.safetensors"))
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=probe["input_ids"]).logits
+    assert torch.allclose(logits, probe["logits"], atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    work = task_dir(
+        tmp_path_factory.mktemp("full"),
+        "run",
+        {"hyperparameters": {"max_steps": 24, "save_steps": 8}},
+    )
+    return work, events_of(start(work))
+
+
+def test_the_fixture_learns_for_exactly_its_planned_steps(
+    full_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    _, events = full_run
+    loss = series(events, "loss")
+    assert sorted(loss) == list(range(1, 25))
+    assert loss[24] < 0.75 * loss[1]
+    for name in ("learning_rate", "grad_norm", "tokens_per_second"):
+        assert len(series(events, name)) == 24
+    statuses = [e["status"] for e in events if e["type"] == "status"]
+    assert statuses == ["accepted", "running", "finalizing"]
+
+
+def test_evaluation_runs_at_the_checkpoint_cadence_and_the_best_is_served(
+    full_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    _, events = full_run
+    evals = series(events, "eval_loss")
+    assert sorted(evals) == [8, 16, 24]
+    block = result(events)["evaluation"]
+    best = min(evals, key=lambda s: (evals[s], s))
+    assert block["best_step"] == best and block["served_step"] == best and block["evaluations"] == 3
+    assert block["promoted_before_last_eval"] == (best != 24)
+    assert result(events)["outcome"] == {"stop_reason": "max_steps", "downgrades": []}
+
+
+def test_a_checkpoint_output_loads_back_into_the_trained_model(
+    full_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    work, _ = full_run
+    output = work / "output"
+    assert {p.name for p in output.iterdir()} == {
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "trainyard.json",
+        "probe.safetensors",
+    }
+    model = fixture.build()
+    model.load_state_dict(load_file(str(output / "model.safetensors")))
+    probe_matches(model, output)
+    assert json.loads((output / "trainyard.json").read_text())[
+        "base_sha256"
+    ] == fixture.weights_sha256(fixture.build())
+
+
+def test_a_lora_run_writes_an_adapter_that_reproduces_the_model(tmp_path: Path) -> None:
+    from peft import PeftModel
+
+    spec = {
+        "adaptation": {"mode": "lora", "rank": 4},
+        "hyperparameters": {"max_steps": 6, "learning_rate": 0.01},
+    }
+    work = task_dir(tmp_path, "lora", spec)
+    events = events_of(start(work))
+    assert (
+        result(events)["evaluation"]["served_step"] in (6,)
+        or result(events)["evaluation"] is not None
+    )
+    output = work / "output"
+    assert {"adapter_model.safetensors", "adapter_config.json"} <= {
+        p.name for p in output.iterdir()
+    }
+    probe_matches(PeftModel.from_pretrained(fixture.build(), str(output)), output)
+
+
+def test_a_capability_is_a_delta_that_rebuilds_the_model_on_its_base(tmp_path: Path) -> None:
+    work = task_dir(
+        tmp_path, "cap", {"output": {"kind": "capability"}, "hyperparameters": {"max_steps": 4}}
+    )
+    events_of(start(work))
+    output = work / "output"
+    manifest = json.loads((output / "capability.json").read_text())
+    assert manifest["form"] == "delta" and manifest["base_sha256"] == fixture.weights_sha256(
+        fixture.build()
+    )
+    model = fixture.build()
+    delta = load_file(str(output / "delta.safetensors"))
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            tensor += delta[name]
+    probe_matches(model, output)
+
+
+def test_early_stopping_ends_a_run_that_stops_improving(tmp_path: Path) -> None:
+    # A learning rate this high diverges after a few evaluations.
+    spec = {
+        "hyperparameters": {
+            "max_steps": 60,
+            "save_steps": 2,
+            "learning_rate": 0.9,
+            "early_stopping_patience": 1,
+        }
+    }
+    events = events_of(start(task_dir(tmp_path, "early", spec)))
+    final = result(events)
+    assert final["outcome"]["stop_reason"] == "early_stopping" and final["step"] < 60
+
+
+def test_a_cancel_saves_what_was_trained_and_a_resume_continues_it(
+    tmp_path: Path, full_run: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    _, uninterrupted = full_run
+    spec = {"hyperparameters": {"max_steps": 24, "save_steps": 8}}
+    first = start(task_dir(tmp_path, "first", spec))
+    assert first.stdout is not None
+    for line in first.stdout:
+        if '"name":"loss","step":5,' in line:
+            first.send_signal(signal.SIGTERM)
+            break
+    events = events_of(first)
+    stopped = result(events)
+    assert stopped["outcome"]["stop_reason"] == "cancelled" and 5 <= stopped["step"] < 24
+    assert (tmp_path / "first" / "output" / "model.safetensors").exists()
+
+    second = task_dir(tmp_path, "second", spec, resume_dir=str(tmp_path / "first" / "state"))
+    resumed = events_of(start(second))
+    loss, before = series(resumed, "loss"), series(uninterrupted, "loss")
+    assert min(loss) == stopped["step"] + 1 and max(loss) == 24  # the step count continues
+    for step, value in loss.items():  # and so does the loss: the same run, not a restart
+        assert value == pytest.approx(before[step], rel=1e-4)
+
+
+def test_a_cancel_before_the_first_step_leaves_no_output(tmp_path: Path) -> None:
+    work = task_dir(tmp_path, "early-cancel", {"hyperparameters": {"max_steps": 24}})
+    proc = start(work)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if '"status":"accepted"' in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    events = events_of(proc)
+    assert [e.get("status") for e in events if e["type"] == "status"][-1] == "cancelled"
+    assert not any(e["type"] == "output" for e in events)
+
+
+def test_two_processes_train_as_one_with_the_same_global_batch(
+    tmp_path: Path, full_run: tuple[Path, list[dict[str, Any]]]
+) -> None:
+    _, single = full_run
+    spec = {"hyperparameters": {"max_steps": 24, "save_steps": 8}}
+    lead = start(task_dir(tmp_path, "lead", spec, world=2), threads=1)
+    assert lead.stdout is not None
+    coordinator = ""
+    lines = []
+    for line in lead.stdout:
+        lines.append(line)
+        if '"type":"coordinator"' in line:
+            coordinator = json.loads(line)["addr"]
+            break
+    join = start(
+        task_dir(tmp_path, "join", spec, rank=1, world=2, task={"coordinator": coordinator}),
+        threads=1,
+    )
+    rest, _ = lead.communicate(timeout=600)
+    join_events = events_of(join)
+    assert lead.returncode == 0 and [e["status"] for e in join_events if e["type"] == "status"] == [
+        "done"
+    ]
+    events = [json.loads(x) for x in [*lines, *rest.splitlines()] if x.startswith("{")]
+    two, one = series(events, "loss"), series(single, "loss")
+    assert sorted(two) == sorted(one)
+    for step in one:  # the same global batch, split over two ranks: the same curve
+        assert two[step] == pytest.approx(one[step], rel=2e-3)
