@@ -79,10 +79,13 @@ class StackProcess:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, check: bool = True, key: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        extra = {"TRAINYARD_API_KEY": key} if key else {}
         return subprocess.run(
             [str(BIN / "trainyard"), *args],
-            env={**self.env, "TRAINYARD_URL": self.url},
+            env={**self.env, "TRAINYARD_URL": self.url, **extra},
             capture_output=True,
             text=True,
             check=check,

@@ -73,7 +73,11 @@ def up() -> None:
 )
 @click.option("--slots", default=1, show_default=True, help="Tasks run at once.")
 @click.option(
-    "--trainer", default="executor.scripted", show_default=True, help="The trainer module to run."
+    "--trainer",
+    envvar="TRAINYARD_TRAINER",
+    default="executor.train",
+    show_default=True,
+    help="The trainer module (executor.scripted emits events without a model).",
 )
 @click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Where tasks run."

@@ -64,7 +64,11 @@ def test_a_job_on_an_uploaded_dataset_over_rest(api: httpx.Client) -> None:
     digest = upload(api, ROWS)
     job = api.post(
         "/v1/train/jobs",
-        json={"base_model": "fixture-tiny-llm", "dataset": {"uri": f"artifact:{digest}"}},
+        json={
+            "base_model": "fixture-tiny-llm",
+            "dataset": {"uri": f"artifact:{digest}"},
+            "resources": {"machines": ["nowhere"]},  # parked: it stays a reader of the upload
+        },
     )
     assert job.status_code == 200, job.text
     assert job.json()["train_examples"] == 30

@@ -63,15 +63,15 @@ def test_an_unknown_field_is_refused_not_dropped(api: httpx.Client) -> None:
 
 
 def test_the_same_key_with_another_shape_is_409(api: httpx.Client) -> None:
-    api.post("/v1/train/jobs", json={**FIXTURE, "idempotency_key": "k1"})
+    api.post("/v1/train/jobs", json={**PARKED, "idempotency_key": "k1"})
     r = api.post(
-        "/v1/train/jobs", json={**FIXTURE, "idempotency_key": "k1", "requested_by": "other"}
+        "/v1/train/jobs", json={**PARKED, "idempotency_key": "k1", "requested_by": "other"}
     )
     assert r.status_code == 409 and reason(r) == "IDEMPOTENCY_KEY_REUSED"
 
 
 def test_list_pages_with_tokens_and_totals(api: httpx.Client) -> None:
-    ids = [api.post("/v1/train/jobs", json=FIXTURE).json()["id"] for _ in range(3)]
+    ids = [api.post("/v1/train/jobs", json=PARKED).json()["id"] for _ in range(3)]
     first = api.get("/v1/train/jobs", params={"page_size": 2}).json()
     assert first["total_size"] == "3" and [j["id"] for j in first["jobs"]] == ids[::-1][:2]
     rest = api.get(
@@ -124,7 +124,7 @@ def test_watch_streams_newline_delimited_json_until_the_job_ends(api: httpx.Clie
 
 
 def test_the_snapshot_pages_and_items(api: httpx.Client) -> None:
-    job = api.post("/v1/train/jobs", json=FIXTURE).json()
+    job = api.post("/v1/train/jobs", json=PARKED).json()
     for _ in range(100):
         read = api.get(f"/v1/train/jobs/{job['id']}").json()
         if read["preparation"]["status"] == "verified":
@@ -155,7 +155,7 @@ def test_estimate_answers_the_plan_and_the_duration_admission(api: httpx.Client)
 
 
 def test_another_orgs_job_is_404(api: httpx.Client, stack: StackProcess, member_key: str) -> None:
-    job = api.post("/v1/train/jobs", json=FIXTURE).json()
+    job = api.post("/v1/train/jobs", json=PARKED).json()
     r = httpx.get(f"{stack.url}/v1/train/jobs/{job['id']}", headers=bearer(member_key))
     assert r.status_code == 404 and reason(r) == "NOT_FOUND"
 
