@@ -30,6 +30,7 @@ from trainyard.sdk import _channel
 log = logging.getLogger(__name__)
 TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
 TICK = 0.25
+BATCH_SECONDS = 1.0
 
 
 @dataclasses.dataclass
@@ -149,9 +150,14 @@ class Agent:
             for runner in runners:
                 if runner.lost:
                     continue
+                # Events go out in batches about once a second (at once when a batch is full or
+                # the run has ended); an empty report is the heartbeat, every half interval.
+                since = now - last_beat.get(runner.id, 0.0)
+                heartbeat = max(1.0, runner.task.report / 2 or 10.0)
+                if since < BATCH_SECONDS and not runner.finished.is_set() and runner.pending < 500:
+                    continue
                 events = runner.unsent()
-                interval = max(1.0, runner.task.report / 2 or 10.0)
-                if events or now - last_beat.get(runner.id, 0.0) >= interval:
+                if events or since >= heartbeat:
                     last_beat[runner.id] = now
                     self._note("sent", runner.id, events)
                     outbox.put(

@@ -90,6 +90,12 @@ class TaskRunner:
             self._sent = start + len(batch)
             return batch
 
+    @property
+    def pending(self) -> int:
+        """Events made and not yet sent."""
+        with self._lock:
+            return len(self._events) - max(self._sent, self.acked)
+
     def rewind(self) -> None:
         """A new connection: resend everything not acknowledged."""
         with self._lock:

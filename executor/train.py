@@ -295,7 +295,8 @@ class Trainer:
             micro = my_share(batch, plan)
             local_tokens = sum(train[i].trained_tokens for m in micro for i in m)
             counts = torch.tensor([float(local_tokens)])
-            dist.all_reduce(counts)
+            if world > 1:
+                dist.all_reduce(counts)
             total = max(1.0, counts.item())
             loss_sum, grad_norm = 0.0, 0.0
             engine.train()
@@ -327,7 +328,8 @@ class Trainer:
                 engine.step()
             step += 1
             reported = torch.tensor([loss_sum])
-            dist.all_reduce(reported)
+            if world > 1:
+                dist.all_reduce(reported)
             elapsed = time.perf_counter() - tick
             tokens = sum(len(train[i].input_ids) for i in batch)
             self.say(type="metric", name="loss", step=step, value=round(reported.item() / total, 6))

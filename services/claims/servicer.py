@@ -111,6 +111,7 @@ class _Session:
         self._service, self._principal, self._offer = service, principal, offer
         self._executor_id, self._slots, self._held, self._poll = executor_id, slots, held, poll
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
+        self._next_cancel_check = 0.0
 
     async def run(
         self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]
@@ -216,6 +217,12 @@ class _Session:
                             )
                         )
                         continue
+                if self._held and time.monotonic() < self._next_cancel_check:
+                    await asyncio.sleep(self._poll)
+                    continue
+                # A busy executor's tasks are checked for cancels once a second, not every
+                # tick: the poll would take CPU from the training beside it.
+                self._next_cancel_check = time.monotonic() + 1.0
                 for task_id, reason in await asyncio.to_thread(
                     self._service.cancels_due, self._executor_id
                 ):
