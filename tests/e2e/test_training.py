@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import tarfile
 import time
 
 import httpx
@@ -13,8 +16,7 @@ import torch
 from safetensors.torch import load
 
 from executor import fixture
-from tests.support import StackProcess, bearer
-from trainyard import packing
+from tests.support import BIN, StackProcess, bearer
 
 JOB = {
     "base_model": "fixture-tiny-llm",
@@ -68,8 +70,6 @@ def test_the_fixture_job_trains_to_success_and_its_artifact_reloads(
     artifact = client.get(f"/v1/train/artifacts/{job['result']['sha256']}").json()
     packed = httpx.get(artifact["url"], headers=artifact["headers"]).content
     files: dict[str, bytes] = {}
-    import tarfile
-
     with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
         for member in tar.getmembers():
             assert (member.mtime, member.uid, member.mode) == (0, 0, 0o644)
@@ -82,7 +82,6 @@ def test_the_fixture_job_trains_to_success_and_its_artifact_reloads(
             model(input_ids=probe["input_ids"]).logits, probe["logits"], atol=1e-5
         )
     assert json.loads(files["trainyard.json"])["step"] == evaluation["served_step"]
-    assert packing  # the same packing the executor used made these bytes
 
 
 def test_a_cancelled_run_keeps_what_it_trained_and_a_resume_continues(client: httpx.Client) -> None:
@@ -121,3 +120,42 @@ def test_a_cancelled_run_keeps_what_it_trained_and_a_resume_continues(client: ht
     steps = [p["step"] for p in series[0]["points"]]
     # The second attempt picked up at the step after the state it resumed from.
     assert steps.count(stopped_at + 1) == 1 and max(steps) == 40
+
+
+def test_a_job_naming_two_machines_trains_across_two_executors(
+    stack: StackProcess, client: httpx.Client
+) -> None:
+    executor_key = stack.create_key("trainers", "executor")
+    agents = [
+        subprocess.Popen(
+            [str(BIN / "trainyard"), "executor", "--machine", machine],
+            env={**stack.env, "TRAINYARD_URL": stack.url, "TRAINYARD_API_KEY": executor_key,
+                 "OMP_NUM_THREADS": "1", "TRAINYARD_LOG_FORMAT": "text"},
+            stdout=subprocess.DEVNULL, stderr=open(stack.home.parent / f"agent-{machine}.log", "w"),  # noqa: SIM115 (the child holds it)
+        )
+        for machine in ("m1", "m2")
+    ]  # fmt: skip
+    try:
+        spec = {
+            **JOB,
+            "resources": {"machines": ["m1", "m2"]},
+            "hyperparameters": {"max_steps": 12, "save_steps": 6},
+        }
+        created = client.post("/v1/train/jobs", json=spec).json()
+        job = wait(
+            client, created["id"], lambda j: j["status"] in ("succeeded", "failed", "cancelled")
+        )
+        assert job["status"] == "succeeded", job.get("failure_code")
+        assert job["progress"]["step"] == 12 and job["model_available"] is True
+        events = client.get(
+            f"/v1/train/jobs/{created['id']}/events", params={"page_size": 500}
+        ).json()["events"]
+        assert any(e["type"] == "coordinator" for e in events)
+    finally:
+        for agent in agents:
+            agent.send_signal(signal.SIGTERM)
+        for agent in agents:
+            try:
+                agent.wait(60)
+            except subprocess.TimeoutExpired:
+                agent.kill()
