@@ -26,7 +26,7 @@ from services.core.auth import Principal
 from services.core.config import Config
 from services.core.lifecycle import JobRow
 from services.core.pagetoken import PageTokens, page_size
-from services.core.store import Store, utcnow
+from services.core.store import Store, retrying, utcnow
 from trainyard.artifact.v1 import artifact_pb2, provenance_pb2
 
 log = logging.getLogger(__name__)
@@ -77,16 +77,11 @@ class ArtifactService:
         self._tokens = tokens
         self._now = clock
 
-    # -- helpers ---------------------------------------------------------------------------
+    def _retry(self, work: Callable[[], T]) -> T:
+        # Two grants may race to create an org's key or an object's row: the loser retries.
+        return retrying(work, on=(StaleDataError, IntegrityError))
 
-    def _retrying(self, work: Callable[[], T], attempts: int = 5) -> T:
-        for attempt in range(attempts):
-            try:
-                return work()
-            except (StaleDataError, IntegrityError):
-                if attempt == attempts - 1:
-                    raise errors.Conflict() from None
-        raise AssertionError("unreachable")
+    # -- helpers ---------------------------------------------------------------------------
 
     def _org_key(self, session: Session, org: str, *, create: bool = False) -> bytes:
         row = session.get(OrgKeyRow, org)
@@ -169,7 +164,7 @@ class ArtifactService:
             not NAME.match(k) or not META_VALUE.match(v) for k, v in meta.items()
         ):
             raise errors.ValidationError("meta", "must hold at most 16 short, non-secret values")
-        return self._retrying(
+        return self._retry(
             lambda: self._grant(
                 principal.org, kind, name or kind, sha256, size, job_id, meta, principal, request_id
             )
@@ -289,7 +284,7 @@ class ArtifactService:
             upload_id, size, status = row.upload_id, row.size, row.status
         if status == "stored":
             if job_id:
-                self._retrying(lambda: self._confirm_link(org, sha256, job_id))
+                self._retry(lambda: self._confirm_link(org, sha256, job_id))
             return (
                 self.describe(principal, sha256, with_url=False)
                 if not job_id
@@ -306,12 +301,12 @@ class ArtifactService:
             )
         if back.sha256 != sha256 or back.size != size or not back.encrypted:
             self._objects.delete(org, sha256)
-            self._retrying(lambda: self._forget(org, sha256))
+            self._retry(lambda: self._forget(org, sha256))
             raise errors.FailedPrecondition(
                 "The uploaded bytes read back otherwise than granted and were deleted.",
                 reason="ARTIFACT_MISMATCH",
             )
-        self._retrying(lambda: self._stored(org, sha256, job_id))
+        self._retry(lambda: self._stored(org, sha256, job_id))
         if job_id:
             return self._job_artifact(org, job_id, sha256)
         return self.describe(principal, sha256, with_url=False)
@@ -484,7 +479,7 @@ class ArtifactService:
                 )  # fmt: skip
                 return _provenance_proto(row)
 
-        return self._retrying(work)
+        return self._retry(work)
 
     def job_provenance(self, principal: Principal, job_id: str) -> provenance_pb2.ProvenanceRecord:
         with self._store.unit(write=False) as session:
@@ -563,7 +558,7 @@ class ArtifactService:
                     sa.delete(ObjectRow).where(ObjectRow.org == org, ObjectRow.sha256 == sha256)
                 )
 
-        self._retrying(work)
+        self._retry(work)
 
     # -- retention -------------------------------------------------------------------------
 
@@ -607,7 +602,7 @@ class ArtifactService:
                 if upload_id:
                     self._objects.abort_multipart(org, sha256, upload_id)
                 self._objects.delete(org, sha256)
-                self._retrying(functools.partial(self._forget, org, sha256))
+                self._retry(functools.partial(self._forget, org, sha256))
                 lapsed += 1
             else:
                 self._remove(org, sha256)

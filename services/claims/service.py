@@ -21,7 +21,6 @@ import sqlalchemy as sa
 from google.protobuf import json_format
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.exc import StaleDataError
 
 from services.claims.store import ExecutorRow
 from services.core import audit, errors, ids, lifecycle
@@ -29,7 +28,7 @@ from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.lifecycle import AttemptRow, JobRow, MetricRow, TaskRow
-from services.core.store import Store, utcnow
+from services.core.store import Store, retrying, utcnow
 from services.jobs import view
 from services.jobs.catalog import Catalog
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
@@ -135,17 +134,6 @@ class ClaimService:
     def ttl(self) -> dt.timedelta:
         return dt.timedelta(seconds=self._config.lease_ttl_seconds)
 
-    def _retrying(self, work: Callable[[], T], attempts: int = 8) -> T:
-        for attempt in range(attempts):
-            try:
-                return work()
-            except StaleDataError:
-                if attempt == attempts - 1:
-                    raise errors.Conflict() from None
-        raise AssertionError("unreachable")
-
-    # -- executors -----------------------------------------------------------------------
-
     def hello(
         self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
     ) -> tuple[str, list[str], list[str]]:
@@ -203,6 +191,10 @@ class ClaimService:
             and task.lease_expires > now
         )
 
+    def _retry(self, work: Callable[[], T]) -> T:
+        # Reports, claims and the sweep contend for the same task rows most of all.
+        return retrying(work, attempts=8)
+
     # -- claims --------------------------------------------------------------------------
 
     def claim(
@@ -211,7 +203,7 @@ class ClaimService:
         """Lease the oldest open task this executor may run, or None."""
         self._check_platform(principal, offer.platform)
         try:
-            return self._retrying(lambda: self._claim(principal, offer, executor_id))
+            return self._retry(lambda: self._claim(principal, offer, executor_id))
         except errors.DomainError:
             raise
         except Exception:
@@ -337,7 +329,7 @@ class ClaimService:
         for event in events:
             _check_event(event)
         confirmed = self._side_effects(principal, job_id, task_id, token, events)
-        outcome = self._retrying(
+        outcome = self._retry(
             lambda: self._apply(principal, job_id, task_id, token, events, confirmed)
         )
         if isinstance(outcome, errors.DomainError):
@@ -694,7 +686,7 @@ class ClaimService:
                     self._lose(session, task, job)
                 return len(lapsed)
 
-        return self._retrying(work)
+        return self._retry(work)
 
     # -- cancels, releases and outputs ---------------------------------------------------
 
@@ -717,7 +709,7 @@ class ClaimService:
                     task.cancel_sent = True
                 return [(task.id, status) for task, status in due]
 
-        return self._retrying(work)
+        return self._retry(work)
 
     def release(self, principal: Principal, task_id: str, token: str) -> None:
         """An executor gives a task back unrun: it is open for another claim."""
@@ -745,7 +737,7 @@ class ClaimService:
                     if attempt.status == "leased":
                         attempt.status = "queued"
 
-        self._retrying(work)
+        self._retry(work)
 
     def register_artifact(
         self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest

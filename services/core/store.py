@@ -11,9 +11,9 @@ import contextlib
 import datetime as dt
 import fcntl
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
@@ -21,8 +21,12 @@ from alembic.config import Config as AlembicConfig
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
+
+from services.core import errors
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -127,6 +131,23 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def retrying(
+    work: Callable[[], T],
+    *,
+    attempts: int = 5,
+    on: tuple[type[BaseException], ...] = (StaleDataError,),
+) -> T:
+    """Run a unit of work again when a concurrent writer changed its rows first (a row
+    version moved); CONFLICT once `attempts` all lost the race."""
+    for attempt in range(attempts):
+        try:
+            return work()
+        except on:
+            if attempt == attempts - 1:
+                raise errors.Conflict() from None
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -21,7 +21,7 @@ from services.core.auth import Principal
 from services.core.config import Config
 from services.core.lifecycle import AttemptRow, EventRow, JobRow, MetricRow
 from services.core.pagetoken import PageTokens, page_size
-from services.core.store import Store, utcnow
+from services.core.store import Store, retrying, utcnow
 from services.jobs import datasets, planning, spec, view
 from services.jobs.catalog import Base, Catalog
 from services.jobs.store import IdempotencyKey, SnapshotItemRow, SnapshotRow
@@ -78,16 +78,6 @@ class JobService:
         self._reader = reader
 
     # -- transactions ----------------------------------------------------------------------
-
-    def _retrying(self, work: Callable[[], T], attempts: int = 5) -> T:
-        """Run a unit of work again when a concurrent writer moved the row first."""
-        for attempt in range(attempts):
-            try:
-                return work()
-            except StaleDataError:
-                if attempt == attempts - 1:
-                    raise errors.Conflict() from None
-        raise AssertionError("unreachable")
 
     def _lock_org(self, session: Session, org: str) -> None:
         """Serialise an org's creates and retries (its queue limit and numbering)."""
@@ -163,7 +153,7 @@ class JobService:
             admission = self.admit(principal, request)
             if not admission.admitted:
                 raise _duration_error(admission)
-            return self._retrying(lambda: self._insert(principal, request, admission, request_id))
+            return retrying(lambda: self._insert(principal, request, admission, request_id))
         except errors.DomainError as exc:
             with self._store.unit() as session:
                 audit.record(
@@ -351,7 +341,7 @@ class JobService:
                 )  # fmt: skip
                 return view.job_proto(session, row), refusal
 
-        job, refusal = self._retrying(work)
+        job, refusal = retrying(work)
         if refusal:
             raise refusal
         return job
@@ -425,7 +415,7 @@ class JobService:
                 lifecycle.reopen_for_retry(session, row, attempt, actor=principal.key_id)
                 return view.job_proto(session, row), _attempt_proto(attempt)
 
-        return self._retrying(work)
+        return retrying(work)
 
     # -- events, metrics, attempts -----------------------------------------------------------
 
@@ -584,9 +574,9 @@ class JobService:
             snapshot = datasets.build_snapshot(rows, job.objective.loss_mask)
         except errors.DomainError as exc:
             code = exc.reason.lower()
-            self._retrying(lambda: self._preparation_failed(job_id, code))
+            retrying(lambda: self._preparation_failed(job_id, code))
             return True
-        self._retrying(lambda: self._preparation_done(job_id, org, snapshot))
+        retrying(lambda: self._preparation_done(job_id, org, snapshot))
         return True
 
     def _preparation_done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> None:
