@@ -89,7 +89,7 @@ class StackProcess:
             capture_output=True,
             text=True,
             check=check,
-            timeout=120,
+            timeout=600,
         )
 
     def create_key(self, org: str, role: str = "member") -> str:

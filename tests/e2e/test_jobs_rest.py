@@ -188,7 +188,8 @@ def _with(path: tuple[str, ...], value: object) -> dict:  # type: ignore[type-ar
 
 
 bad_bodies = st.one_of(
-    st.builds(_with, st.sampled_from(BAD_FIELDS), bad_value),
+    # No number: a number may be a valid learning rate or step count.
+    st.builds(_with, st.sampled_from(BAD_FIELDS), marker | st.lists(marker, min_size=1, max_size=3)),
     st.builds(lambda k, v: {**FIXTURE, k: v}, marker, bad_value),
     st.builds(lambda k, v: {**FIXTURE, "hyperparameters": {k: v}}, marker, bad_value),
     st.dictionaries(marker, bad_value, min_size=1, max_size=3),
