@@ -214,7 +214,6 @@ class Trainer:
         from executor import fixture
 
         plan, hp = self.plan, self.plan.hp
-        started = time.monotonic()
         train, held, dataset_sha = examples(plan)
         base = fixture.build()
         base_sha = fixture.weights_sha256(base)
@@ -393,7 +392,6 @@ class Trainer:
             evaluation=evaluation,
             outcome={"stop_reason": stop_reason, "downgrades": []},
         )
-        del started
         return 0
 
     def evaluate(self, engine: Any, held: list[Any]) -> float:
