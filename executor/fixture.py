@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -71,6 +71,19 @@ def tokenizer_json() -> dict[str, object]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Codec:
+    """How one base turns text into token ids."""
+
+    ids: Callable[[str], list[int]]
+    bos: int | None
+    eos: int
+    pad: int
+
+
+BYTES = Codec(ids=lambda text: list(text.encode()), bos=BOS, eos=EOS, pad=PAD)
+
+
+@dataclasses.dataclass(frozen=True)
 class Encoded:
     input_ids: list[int]
     labels: list[int]
@@ -80,13 +93,19 @@ class Encoded:
         return sum(label != IGNORE for label in self.labels)
 
 
-def encode(messages: Sequence[tuple[str, str]], *, loss_mask: str, max_seq_length: int) -> Encoded:
+def encode(
+    messages: Sequence[tuple[str, str]],
+    *,
+    loss_mask: str,
+    max_seq_length: int,
+    codec: Codec = BYTES,
+) -> Encoded:
     """One chat as token ids and the labels the loss sees (IGNORE elsewhere), cut at
     `max_seq_length` tokens."""
-    ids, trained = [BOS], [False]
+    ids, trained = ([codec.bos], [False]) if codec.bos is not None else ([], [])
     for role, content in messages:
-        header = list(f"<|{role}|>\n".encode())
-        body = [*content.encode(), EOS]
+        header = codec.ids(f"<|{role}|>\n")
+        body = [*codec.ids(content), codec.eos]
         learn = loss_mask == "full_sequence" or role == "assistant"
         ids += header + body
         trained += [loss_mask == "full_sequence"] * len(header) + [learn] * len(body)
@@ -96,9 +115,11 @@ def encode(messages: Sequence[tuple[str, str]], *, loss_mask: str, max_seq_lengt
     return Encoded(ids, labels)
 
 
-def collate(batch: Sequence[Encoded]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(
+    batch: Sequence[Encoded], pad: int = PAD
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     width = max(len(e.input_ids) for e in batch)
-    ids = torch.full((len(batch), width), PAD, dtype=torch.long)
+    ids = torch.full((len(batch), width), pad, dtype=torch.long)
     labels = torch.full((len(batch), width), IGNORE, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
     for row, e in enumerate(batch):

@@ -69,7 +69,7 @@ def load_plan(path: str) -> Plan:
 # -- data --------------------------------------------------------------------------------
 
 
-def examples(plan: Plan) -> tuple[list[Any], list[Any], str]:
+def examples(plan: Plan, codec: Any = None) -> tuple[list[Any], list[Any], str]:
     """The job's frozen split, rebuilt from the rows with the same code that froze it,
     and checked against the snapshot's sha256."""
     from executor import fixture
@@ -97,7 +97,9 @@ def examples(plan: Plan) -> tuple[list[Any], list[Any], str]:
         messages = [(r, c) for r, c in row.messages if c.strip()]
         if prompt:
             messages = [("system", prompt), *messages]
-        encoded = fixture.encode(messages, loss_mask=mask, max_seq_length=max_len)
+        encoded = fixture.encode(
+            messages, loss_mask=mask, max_seq_length=max_len, codec=codec or fixture.BYTES
+        )
         (held if split == "eval" else train).append(encoded)
     return train, held, snapshot.sha256
 
@@ -126,13 +128,6 @@ def my_share(batch: list[int], plan: Plan) -> list[list[int]]:
 
 
 # -- the run -----------------------------------------------------------------------------
-
-
-def zero_stage(base_model: str) -> int:
-    from services.jobs.catalog import Catalog
-
-    base = Catalog().get(base_model)
-    return base.zero_stage if base else 0
 
 
 def free_port() -> int:
@@ -214,8 +209,12 @@ class Trainer:
         from executor import fixture
 
         plan, hp = self.plan, self.plan.hp
-        train, held, dataset_sha = examples(plan)
-        base = fixture.build()
+        from executor import bases
+
+        loaded = bases.load(plan.job["base_model"])
+        self.loaded = loaded
+        train, held, dataset_sha = examples(plan, loaded.codec)
+        base = loaded.model
         base_sha = fixture.weights_sha256(base)
         mode = plan.job["adaptation"]["mode"]
         model: torch.nn.Module = base
@@ -256,7 +255,7 @@ class Trainer:
             config={
                 "train_micro_batch_size_per_gpu": int(hp["per_device_train_batch_size"]),
                 "gradient_accumulation_steps": 1,
-                "zero_optimization": {"stage": zero_stage(plan.job["base_model"])},
+                "zero_optimization": {"stage": loaded.zero_stage},
                 "zero_allow_untested_optimizer": True,
                 "gradient_clipping": 1.0,
                 "bf16": {"enabled": use_bf16},
@@ -306,7 +305,8 @@ class Trainer:
                     loss = sum(p.sum() * 0.0 for p in trainable)
                 else:
                     ids, labels, mask = (
-                        t.to(device) for t in fixture.collate([train[i] for i in group])
+                        t.to(device)
+                        for t in fixture.collate([train[i] for i in group], loaded.codec.pad)
                     )
                     logits = engine(input_ids=ids, attention_mask=mask).logits.float()
                     summed = torch.nn.functional.cross_entropy(
@@ -403,7 +403,10 @@ class Trainer:
         total, count = 0.0, 0
         with torch.no_grad():
             for i in range(0, len(held), 8):
-                ids, labels, mask = (t.to(engine.device) for t in fixture.collate(held[i : i + 8]))
+                ids, labels, mask = (
+                    t.to(engine.device)
+                    for t in fixture.collate(held[i : i + 8], self.loaded.codec.pad)
+                )
                 logits = engine(input_ids=ids, attention_mask=mask).logits.float()
                 total += torch.nn.functional.cross_entropy(
                     logits.view(-1, logits.size(-1)),
@@ -453,7 +456,7 @@ class Trainer:
             "adaptation": job["adaptation"], "step": served_step, "job_id": job["id"],
         }  # fmt: skip
         if kind == "checkpoint":
-            fixture.write_model_files(out, model.state_dict(), meta)
+            self.loaded.save(out, model, meta)
         elif kind == "lora":
             module.save_pretrained(str(out), safe_serialization=True)
         else:  # capability: what the job taught, apart from its base
@@ -477,7 +480,10 @@ class Trainer:
         probe = torch.tensor(
             [
                 fixture.encode(
-                    [("user", "Reverse: probe")], loss_mask="full_sequence", max_seq_length=64
+                    [("user", "Reverse: probe")],
+                    loss_mask="full_sequence",
+                    max_seq_length=64,
+                    codec=self.loaded.codec,
                 ).input_ids
             ]
         )

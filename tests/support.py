@@ -164,3 +164,37 @@ def reason(response: Any) -> str:
     (info,) = [d for d in response.json()["details"] if d["@type"].endswith("ErrorInfo")]
     assert info["domain"] == "trainyard.dev"
     return str(info["reason"])
+
+
+def make_local_model(directory: Path) -> Path:
+    """A tiny Hugging Face causal LM saved as a user would have one on disk: a byte-level
+    BPE tokenizer trained in code and a seeded two-layer Llama."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from services.jobs.datasets import fixture_rows
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    corpus = [content for row in fixture_rows() for _, content in row.messages]
+    tok.train_from_iterator([*corpus, "<|user|>\n", "<|assistant|>\n", "<|system|>\n"], trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    fast.save_pretrained(str(directory))
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=512, bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(str(directory), safe_serialization=True)
+    return directory

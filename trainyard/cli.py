@@ -96,8 +96,11 @@ def executor(
     from services.core import logs
 
     logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
+    from services.jobs.catalog import Catalog
+
     config = AgentConfig(
         url=ctx.obj["url"],
+        bases=tuple(Catalog.discover(Config.from_env().models_dir).names),
         api_key=ctx.obj["api_key"],
         devices=tuple(d.strip() for d in devices.split(",") if d.strip()),
         platform=platform,

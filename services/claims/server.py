@@ -15,6 +15,7 @@ from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.server import Service, build
 from services.core.store import Store
+from services.jobs.catalog import Catalog
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
 
     def register(server: grpc.aio.Server, store: Store) -> None:
         artifacts = ArtifactClient(config) if config.service_key else None
-        service = ClaimService(store, config, artifacts)
+        service = ClaimService(store, config, artifacts, Catalog.discover(config.models_dir))
         holder["service"] = service
         claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(ClaimServicer(service), server)
 

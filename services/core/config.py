@@ -48,8 +48,15 @@ class Config:
     master_key_hex: str = ""
     # Whether `trainyard up` runs a local executor (as the platform's, for jobs naming no machine).
     local_executor: bool = True
+    # Set by TRAINYARD_MODELS_DIR; `models_dir` falls back to `home/models`.
+    models_path: Path | None = None
     log_format: str = "auto"
     log_level: str = "INFO"
+
+    @property
+    def models_dir(self) -> Path:
+        """Where local Hugging Face bases are found (one directory each)."""
+        return self.models_path or self.home / "models"
 
     @property
     def run_dir(self) -> Path:
@@ -104,6 +111,9 @@ class Config:
             service_key=env.get("TRAINYARD_SERVICE_KEY", ""),
             master_key_hex=env.get("TRAINYARD_MASTER_KEY", ""),
             local_executor=env.get("TRAINYARD_LOCAL_EXECUTOR", "1") not in ("0", "false", "no"),
+            models_path=Path(env["TRAINYARD_MODELS_DIR"]).resolve()
+            if env.get("TRAINYARD_MODELS_DIR")
+            else None,
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
         )

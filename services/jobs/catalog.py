@@ -7,7 +7,13 @@ same ones, so the catalog and the validator cannot disagree.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import re
+import struct
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
 
@@ -58,6 +64,8 @@ class Base:
     suites: tuple[str, ...] = ()
     zero_stage: int = 0
     duration: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # Where a local base's weights lie; never answered by the API.
+    path: str = ""
 
     def default_output_kind(self, mode: str) -> str:
         return "lora" if mode in ("lora", "qlora") else "checkpoint"
@@ -146,11 +154,84 @@ FIXTURE = Base(
 )
 
 
+LINEAR_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LOCAL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def _safetensors_header(path: Path) -> dict[str, Any]:
+    """A safetensors file's header (tensor names, shapes), read without loading it."""
+    with path.open("rb") as fh:
+        size = struct.unpack("<Q", fh.read(8))[0]
+        header: dict[str, Any] = json.loads(fh.read(size))
+    header.pop("__metadata__", None)
+    return header
+
+
+def local_base(directory: Path) -> Base | None:
+    """A Hugging Face causal LM saved in `directory`, when it is one: a config naming a
+    `…ForCausalLM`, safetensors weights and a tokenizer."""
+    name = directory.name.lower()
+    config_path = directory / "config.json"
+    weights = sorted(directory.glob("*.safetensors"))
+    if (
+        not LOCAL_NAME.match(name)
+        or name == FIXTURE_BASE
+        or not config_path.is_file()
+        or not weights
+    ):
+        return None
+    if not (directory / "tokenizer.json").is_file():
+        return None
+    try:
+        config = json.loads(config_path.read_text())
+        tensors = {k: v for w in weights for k, v in _safetensors_header(w).items()}
+    except (ValueError, OSError, struct.error):
+        return None
+    if not any(str(a).endswith("ForCausalLM") for a in config.get("architectures", [])):
+        return None
+    parameters = sum(math.prod(t["shape"]) for t in tensors.values())
+    targets = tuple(t for t in LINEAR_TARGETS if any(f".{t}." in key for key in tensors))
+    longest = int(config.get("max_position_embeddings", 2048))
+    return Base(
+        name=name,
+        revision="local",
+        description=f"A {config.get('model_type', 'causal')} language model found on this deployment's disk.",
+        parameters=parameters,
+        defaults={**FIXTURE.defaults, "learning_rate": 2e-4, "max_seq_length": min(512, longest)},
+        adaptation={"mode": "lora"},
+        ranges={**FIXTURE.ranges, "hyperparameters.max_seq_length": (16, longest)},
+        adaptations=("full", "lora", "auto"),
+        outputs=FIXTURE.outputs,
+        devices=FIXTURE.devices,
+        datasets=FIXTURE.datasets,
+        targets=targets,
+        duration={
+            "fixed_seconds": 120.0,
+            "reference_seq_length": 512,
+            "reference_step_seconds": max(1.0, parameters / 2e8),
+            "step_seconds_per_token": max(0.002, parameters / 1e11),
+        },
+        path=str(directory),
+    )
+
+
 class Catalog:
     """The bases this deployment trains."""
 
     def __init__(self, bases: tuple[Base, ...] = (FIXTURE,)) -> None:
         self._bases = {base.name: base for base in bases}
+
+    @classmethod
+    def discover(cls, models_dir: Path | None) -> Catalog:
+        """The fixture and every Hugging Face causal LM found under `models_dir`."""
+        found: list[Base] = []
+        if models_dir is not None and models_dir.is_dir():
+            found = [
+                b
+                for d in sorted(models_dir.iterdir())
+                if d.is_dir() and (b := local_base(d)) is not None
+            ]
+        return cls((FIXTURE, *found))
 
     def get(self, name: str) -> Base | None:
         return self._bases.get(name)

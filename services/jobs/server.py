@@ -45,10 +45,11 @@ def build_server(
             if reader is not None
             else (ArtifactReader(config) if config.service_key else None)
         )
-        service = JobService(store, Catalog(), config, tokens, source)
+        catalog = Catalog.discover(config.models_dir)
+        service = JobService(store, catalog, config, tokens, source)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
-            JobServicer(service, Catalog(), kick), server
+            JobServicer(service, catalog, kick), server
         )
 
     built = build(

@@ -30,10 +30,18 @@ FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthet
 
 
 def task_dir(
-    tmp: Path, name: str, spec: dict[str, Any], *, rank: int = 0, world: int = 1, **extra: Any
+    tmp: Path,
+    name: str,
+    spec: dict[str, Any],
+    *,
+    rank: int = 0,
+    world: int = 1,
+    models: Path | None = None,
+    **extra: Any,
 ) -> Path:
     """A work directory with task.json for `spec`, expanded and planned as a create would."""
-    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    catalog = Catalog.discover(models)
+    service = JobService(None, catalog, Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
     admitted = service.admit(Principal("k", "acme", "member"), parse_json_job({**FIXTURE, **spec}))
     job = json_format.MessageToDict(admitted.job, preserving_proto_field_name=True)
     job["id"] = "job_0000000000000001"
@@ -52,8 +60,10 @@ def task_dir(
     return work
 
 
-def start(work: Path, threads: int = 2) -> subprocess.Popen[str]:
+def start(work: Path, threads: int = 2, models: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if models is not None:
+        env["TRAINYARD_MODELS_DIR"] = str(models)
     return subprocess.Popen(
         [sys.executable, "-m", "executor.train", str(work / "task.json")],
         cwd=work, env=env, stdout=subprocess.PIPE, stderr=open(work / "stderr.log", "w"), text=True,
@@ -257,3 +267,24 @@ def test_two_processes_train_as_one_with_the_same_global_batch(
     assert sorted(two) == sorted(one)
     for step in one:  # the same global batch, split over two ranks: the same curve
         assert two[step] == pytest.approx(one[step], rel=2e-3)
+
+
+def test_a_hugging_face_base_on_local_disk_trains_with_lora(tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tests.support import make_local_model
+
+    models = tmp_path / "models"
+    make_local_model(models / "tiny-llama")
+    spec = {"base_model": "tiny-llama", "hyperparameters": {"max_steps": 8, "learning_rate": 0.01}}
+    work = task_dir(tmp_path, "hf", spec, models=models)
+    events = events_of(start(work, models=models))
+    loss = series(events, "loss")
+    assert sorted(loss) == list(range(1, 9)) and loss[8] < loss[1]
+    output = work / "output"
+    assert {"adapter_model.safetensors", "adapter_config.json"} <= {
+        p.name for p in output.iterdir()
+    }
+    base = AutoModelForCausalLM.from_pretrained(str(models / "tiny-llama"))
+    probe_matches(PeftModel.from_pretrained(base, str(output)), output)
