@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from services.core import audit, errors
+from services.core.ids import new_id
 from services.core.store import Base, UtcDateTime, utcnow
 
 TERMINAL = frozenset({"succeeded", "rejected", "failed", "cancelled", "stopped"})
@@ -224,8 +225,6 @@ def open_tasks(session: Session, job: JobRow) -> None:
     )
     if exists is not None:
         return
-    from services.core.ids import new_id
-
     machines = list(((job.spec or {}).get("resources") or {}).get("machines") or [""])
     now = utcnow()
     for position, machine in enumerate(machines):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from google.protobuf import json_format
 
@@ -20,7 +21,7 @@ OUTPUTS = ("checkpoint", "lora", "capability", "basis", "merged")
 DEVICES = ("cuda", "rocm", "metal", "vulkan", "cpu")
 PRECISIONS = ("fp32", "bf16", "fp16", "8bit", "4bit")
 LORA_DEFAULTS = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
-BASE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$"
+BASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$")
 ARTIFACT_URI = "artifact:"
 DEFAULT_PROJECT = "default"
 
@@ -51,11 +52,9 @@ def artifact_sha256(uri: str) -> str | None:
 
 def check_shape(job: job_pb2.Job) -> None:
     """Everything that holds whatever the base: presence, formats, closed sets, bounds."""
-    import re
-
     if not job.base_model:
         raise errors.ValidationError("base_model", "is required")
-    v.check_identifier("base_model", job.base_model, re.compile(BASE_NAME), "a model name")
+    v.check_identifier("base_model", job.base_model, BASE_NAME, "a model name")
     if not job.dataset.uri:
         raise errors.ValidationError("dataset.uri", "is required")
     sha = artifact_sha256(job.dataset.uri)
