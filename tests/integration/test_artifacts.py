@@ -245,7 +245,8 @@ def test_the_pending_limit_bounds_unconfirmed_bytes(org: Org) -> None:
 def test_lapsed_grants_are_swept_and_audited_first(
     s3_config: Config, store: Store, seaweed: SeaweedFS
 ) -> None:
-    short = dataclasses.replace(s3_config, grant_seconds=1)
+    # Long enough for the PUT on a busy machine, short enough to wait out.
+    short = dataclasses.replace(s3_config, grant_seconds=4)
     served = ServiceThread(lambda: build_artifacts(short, store=store, port=0))
     try:
         org = Org(store, served)
@@ -257,7 +258,7 @@ def test_lapsed_grants_are_swept_and_audited_first(
             ).status_code
             == 200
         )
-        time.sleep(1.5)
+        time.sleep(4.5)
         admin = _admin(store)
         swept = org.stub.SweepArtifacts(
             artifact_service_pb2.SweepArtifactsRequest(), metadata=admin, timeout=60
