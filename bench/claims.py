@@ -15,16 +15,13 @@ import argparse
 import asyncio
 import queue
 import statistics
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import grpc
 from google.protobuf import struct_pb2
 
-from infra.stack import Stack, ensure_key
-from services.core.config import Config
+from bench.stack import running
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
@@ -155,28 +152,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        env = {
-            "TRAINYARD_HOME": home,
-            "TRAINYARD_GATEWAY_PORT": "0",
-            "TRAINYARD_LOCAL_EXECUTOR": "0",
-        }
-        config = Config.from_env(env)
-        with open(Path(home) / "stack.log", "w") as log:
-            stack = Stack(config, output=log)
-            try:
-                ends = stack.start()
-                target = f"127.0.0.1:{ends.gateway_port}"
-                member = ensure_key(
-                    config, config.home / "m.key", org="bench", role="member", label="bench"
-                )
-                executor = ensure_key(
-                    config, config.home / "e.key", org="bench", role="executor", label="bench"
-                )
-                latencies = claim_latency(target, member, executor, args.jobs)
-                rate, events = ingestion(target, member, executor, args.seconds)
-            finally:
-                stack.stop()
+    with running(TRAINYARD_LOCAL_EXECUTOR="0") as (ends, keys):
+        target = f"127.0.0.1:{ends.gateway_port}"
+        latencies = claim_latency(target, keys["member"], keys["executor"], args.jobs)
+        rate, events = ingestion(target, keys["member"], keys["executor"], args.seconds)
     raw = asyncio.run(raw_bidi(args.seconds))
     print(
         f"claim latency, create → assignment ({args.jobs} jobs): "

@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from infra.stack import Stack, ensure_key
+from bench.stack import running
 from services.core.config import Config
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
@@ -32,51 +32,39 @@ SPEC = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-
 
 
 def through_trainyard(steps: int) -> tuple[float, float, dict]:  # type: ignore[type-arg]
-    with tempfile.TemporaryDirectory() as home:
-        config = Config.from_env({"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0"})
-        with open(Path(home) / "stack.log", "w") as log:
-            stack = Stack(config, output=log)
-            try:
-                ends = stack.start()
-                key = ensure_key(
-                    config, config.home / "b.key", org="bench", role="member", label="bench"
-                )
-                md = [("authorization", f"Bearer {key}")]
-                stub = job_service_pb2_grpc.JobServiceStub(
-                    grpc.insecure_channel(f"127.0.0.1:{ends.gateway_port}")
-                )
-                body = struct_pb2.Struct()
-                body.update({**SPEC, "hyperparameters": {"max_steps": steps, "save_steps": steps}})
-                started = time.perf_counter()
-                job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md)
-                after, first_step = 0, None
-                while first_step is None:  # long-poll the events until the first step
-                    page = stub.ListJobEvents(
-                        job_service_pb2.ListJobEventsRequest(id=job.id, after=after, wait=25),
-                        metadata=md,
-                        timeout=40,
-                    )
-                    after = page.next_after
-                    if any(e.type == "metric" and e.name == "loss" for e in page.events):
-                        first_step = time.perf_counter() - started
-                # Then look rarely, so the measurement takes no CPU from the run it measures.
-                while stub.GetJob(
-                    job_service_pb2.GetJobRequest(id=job.id), metadata=md
-                ).status not in ("succeeded", "failed", "cancelled"):
-                    time.sleep(2)
-                series = stub.ListJobMetrics(
-                    job_service_pb2.ListJobMetricsRequest(id=job.id, names=["tokens_per_second"]),
-                    metadata=md,
-                ).series[0]
-                final = stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md)
-                rates = [p.value for p in series.points][1:]  # the first step warms up
-                return (
-                    statistics.median(rates),
-                    first_step or float("nan"),
-                    json_format.MessageToDict(final),
-                )
-            finally:
-                stack.stop()
+    with running() as (ends, keys):
+        md = [("authorization", f"Bearer {keys['member']}")]
+        stub = job_service_pb2_grpc.JobServiceStub(
+            grpc.insecure_channel(f"127.0.0.1:{ends.gateway_port}")
+        )
+        body = struct_pb2.Struct()
+        body.update({**SPEC, "hyperparameters": {"max_steps": steps, "save_steps": steps}})
+        started = time.perf_counter()
+        job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md)
+        after, first_step = 0, None
+        while first_step is None:  # long-poll the events until the first step
+            page = stub.ListJobEvents(
+                job_service_pb2.ListJobEventsRequest(id=job.id, after=after, wait=25),
+                metadata=md,
+                timeout=40,
+            )
+            after = page.next_after
+            if any(e.type == "metric" and e.name == "loss" for e in page.events):
+                first_step = time.perf_counter() - started
+        # Then look rarely, so the measurement takes no CPU from the run it measures.
+        while stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md).status not in (
+            "succeeded",
+            "failed",
+            "cancelled",
+        ):
+            time.sleep(2)
+        series = stub.ListJobMetrics(
+            job_service_pb2.ListJobMetricsRequest(id=job.id, names=["tokens_per_second"]),
+            metadata=md,
+        ).series[0]
+        final = stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md)
+        rates = [p.value for p in series.points][1:]  # the first step warms up
+        return statistics.median(rates), first_step, json_format.MessageToDict(final)
 
 
 def bare(steps: int) -> float:

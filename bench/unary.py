@@ -9,16 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import grpc
 import httpx
 
-from infra.stack import Stack, ensure_key
-from services.core.config import Config
+from bench.stack import running
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
 
@@ -79,20 +76,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,16")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        config = Config.from_env({"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0"})
-        with open(Path(home) / "stack.log", "w") as log:
-            stack = Stack(config, output=log)
-            try:
-                endpoints = stack.start()
-                key = ensure_key(
-                    config, config.home / "bench.key", org="bench", role="member", label="bench"
-                )
-                asyncio.run(
-                    run(endpoints, key, args.seconds, [int(c) for c in args.concurrency.split(",")])
-                )
-            finally:
-                stack.stop()
+    with running() as (endpoints, keys):
+        levels = [int(c) for c in args.concurrency.split(",")]
+        asyncio.run(run(endpoints, keys["member"], args.seconds, levels))
 
 
 if __name__ == "__main__":

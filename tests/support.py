@@ -18,6 +18,21 @@ from infra.procs import free_port
 
 BIN = Path(sys.executable).parent
 
+# The create body ARCHITECTURE.md shows, word for word.
+EXAMPLE = {
+    "idempotency_key": "nightly-42", "project": "support-bot", "requested_by": "ci",
+    "base_model": "fixture-tiny-llm", "revision": "v1",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1", "system_prompt": "Be brief."},
+    "objective": {"loss": "cross_entropy", "loss_mask": "assistant_only"},
+    "adaptation": {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]},
+    "hyperparameters": {"num_train_epochs": 3, "learning_rate": 0.0002, "per_device_train_batch_size": 4,
+                        "gradient_accumulation_steps": 2, "warmup_steps": 0, "max_seq_length": 512,
+                        "early_stopping_patience": 2},
+    "resources": {"machines": ["gpu-1"], "devices": ["cuda"], "max_seconds": 3600},
+    "output": {"kind": "lora", "name": "support-v1"},
+    "retention": {"policy_class": "standard", "ttl_seconds": 604800},
+}  # fmt: skip
+
 
 class StackProcess:
     """`trainyard up` in a subprocess on a temporary home, as the README starts it."""

@@ -12,24 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.core import errors
-from tests.support import StackProcess, bearer, reason
+from tests.support import EXAMPLE, StackProcess, bearer, reason
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 # Placed on a machine no executor serves, so the job waits in `preparing` for as long as a test needs.
 PARKED = {**FIXTURE, "resources": {"machines": ["nowhere"]}}
-EXAMPLE = {
-    "idempotency_key": "nightly-42", "project": "support-bot", "requested_by": "ci",
-    "base_model": "fixture-tiny-llm", "revision": "v1",
-    "dataset": {"uri": "fixture:synthetic-tiny-v1", "system_prompt": "Be brief."},
-    "objective": {"loss": "cross_entropy", "loss_mask": "assistant_only"},
-    "adaptation": {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]},
-    "hyperparameters": {"num_train_epochs": 3, "learning_rate": 0.0002, "per_device_train_batch_size": 4,
-                        "gradient_accumulation_steps": 2, "warmup_steps": 0, "max_seq_length": 512,
-                        "early_stopping_patience": 2},
-    "resources": {"machines": ["gpu-1"], "devices": ["cuda"], "max_seconds": 3600},
-    "output": {"kind": "lora", "name": "support-v1"},
-    "retention": {"policy_class": "standard", "ttl_seconds": 604800},
-}  # fmt: skip
 
 
 def test_create_the_example_body_and_read_it_back(api: httpx.Client) -> None:

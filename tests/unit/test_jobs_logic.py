@@ -14,6 +14,7 @@ from services.core import errors, lifecycle
 from services.jobs import datasets, planning, spec
 from services.jobs.catalog import Catalog
 from services.jobs.validation import parse_json_job
+from tests.support import EXAMPLE
 from trainyard.job.v1 import job_pb2, model_pb2
 
 
@@ -217,19 +218,7 @@ def test_checks_run_in_hip_order_shape_before_base() -> None:
 
 
 def test_the_architecture_example_body_is_accepted_and_expanded() -> None:
-    body = {
-        "idempotency_key": "nightly-42", "project": "support-bot", "requested_by": "ci",
-        "base_model": "fixture-tiny-llm", "revision": "v1",
-        "dataset": {"uri": "fixture:synthetic-tiny-v1", "system_prompt": "Be brief."},
-        "objective": {"loss": "cross_entropy", "loss_mask": "assistant_only"},
-        "adaptation": {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]},
-        "hyperparameters": {"num_train_epochs": 3, "learning_rate": 0.0002, "per_device_train_batch_size": 4,
-                            "gradient_accumulation_steps": 2, "warmup_steps": 0, "max_seq_length": 512,
-                            "early_stopping_patience": 2},
-        "resources": {"machines": ["gpu-1"], "devices": ["cuda"], "max_seconds": 3600},
-        "output": {"kind": "lora", "name": "support-v1"},
-        "retention": {"policy_class": "standard", "ttl_seconds": 604800},
-    }  # fmt: skip
+    body = EXAMPLE
     job = parse_json_job(body)
     base = spec.validate(job, Catalog())
     expanded = spec.expand(job, base)
