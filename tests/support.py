@@ -213,3 +213,17 @@ def make_local_model(directory: Path) -> Path:
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(str(directory), safe_serialization=True)
     return directory
+
+
+def wait_for_job(
+    client: Any, job_id: str, done: Callable[[dict[str, Any]], bool], timeout: float = 300
+) -> dict[str, Any]:
+    """Read a job over REST until `done(job)` holds; fail with the status it is stuck in."""
+    deadline = time.monotonic() + timeout
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/train/jobs/{job_id}").json()
+        if done(job):
+            return job
+        time.sleep(0.25)
+    raise AssertionError(f"job stuck in {job.get('status')}")

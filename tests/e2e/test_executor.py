@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from services.core.lifecycle import EventRow, MetricRow
 from services.core.store import open_store
-from tests.support import StackProcess, alive, bearer
+from tests.support import StackProcess, alive, bearer, wait_for_job
 
 JOB = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 
@@ -42,22 +42,12 @@ def slow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProces
         running.stop()
 
 
-def wait(client: httpx.Client, job_id: str, done, timeout: float = 90) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/train/jobs/{job_id}").json()
-        if done(job):
-            return job  # type: ignore[no-any-return]
-        time.sleep(0.2)
-    raise AssertionError(f"job stuck in {job['status']}")
-
-
 def test_a_job_runs_on_the_local_executor_to_success(slow_stack: StackProcess) -> None:
     client = httpx.Client(
         base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
     )
     job = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 8}}).json()
-    done = wait(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"))
+    done = wait_for_job(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"))
     assert done["status"] == "succeeded" and done["model_available"] is True
     assert done["progress"]["step"] == 8 and done["outcome"]["stop_reason"] == "max_steps"
     attempts = client.get(f"/v1/train/jobs/{job['id']}/attempts").json()["attempts"]
@@ -71,14 +61,14 @@ def test_killing_the_executor_loses_its_job_within_the_lease(slow_stack: StackPr
         base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
     )
     job = client.post("/v1/train/jobs", json=JOB).json()
-    wait(
+    wait_for_job(
         client,
         job["id"],
         lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 2,
     )
     os.kill(slow_stack.info()["pids"]["executor"], signal.SIGKILL)
     killed = time.monotonic()
-    lost = wait(client, job["id"], lambda j: j["status"] == "failed", timeout=30)
+    lost = wait_for_job(client, job["id"], lambda j: j["status"] == "failed", timeout=30)
     # TTL 8 s, plus one sweep (≤2 s), plus the poll above.
     assert time.monotonic() - killed < 8 + 2 + 2
     assert (lost["failure_code"], lost["failure_category"]) == ("executor_lost", "executor")
@@ -91,14 +81,16 @@ def test_killing_claim_service_mid_task_loses_no_acknowledged_event(
         base_url=slow_stack.url, headers=bearer(slow_stack.create_key("acme")), timeout=30
     )
     job = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 40}}).json()
-    wait(
+    wait_for_job(
         client,
         job["id"],
         lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 5,
     )
     before = slow_stack.info()["pids"]["claims"]
     os.kill(before, signal.SIGKILL)
-    done = wait(client, job["id"], lambda j: j["status"] in ("succeeded", "failed"), timeout=120)
+    done = wait_for_job(
+        client, job["id"], lambda j: j["status"] in ("succeeded", "failed"), timeout=120
+    )
     assert slow_stack.info()["pids"]["claims"] != before and not alive(before)
     assert (done["status"], done["failure_code"]) == ("succeeded", "")
     assert done["progress"]["step"] == 40

@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import tarfile
-import time
 
 import httpx
 import pytest
@@ -16,23 +15,13 @@ import torch
 from safetensors.torch import load
 
 from executor import fixture
-from tests.support import BIN, StackProcess, bearer
+from tests.support import BIN, StackProcess, bearer, wait_for_job
 
 JOB = {
     "base_model": "fixture-tiny-llm",
     "dataset": {"uri": "fixture:synthetic-tiny-v1"},
     "hyperparameters": {"max_steps": 20, "save_steps": 10},
 }
-
-
-def wait(client: httpx.Client, job_id: str, done, timeout: float = 300) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/v1/train/jobs/{job_id}").json()
-        if done(job):
-            return job  # type: ignore[no-any-return]
-        time.sleep(0.5)
-    raise AssertionError(f"job stuck in {job['status']}")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +39,9 @@ def test_the_fixture_job_trains_to_success_and_its_artifact_reloads(
 ) -> None:
     created = client.post("/v1/train/jobs", json=JOB).json()
     watched = stack.cli("jobs", "watch", created["id"], key=key)  # plain lines: not a terminal
-    job = wait(client, created["id"], lambda j: j["status"] in ("succeeded", "failed", "cancelled"))
+    job = wait_for_job(
+        client, created["id"], lambda j: j["status"] in ("succeeded", "failed", "cancelled")
+    )
     assert job["status"] == "succeeded", job.get("failure_code")
     assert "running  step" in watched.stdout and f"{created['id']} succeeded" in watched.stdout
     assert job["progress"]["step"] == job["planned_steps"] == 20
@@ -88,12 +79,14 @@ def test_a_cancelled_run_keeps_what_it_trained_and_a_resume_continues(client: ht
     created = client.post(
         "/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 40, "save_steps": 10}}
     ).json()
-    wait(client, created["id"], lambda j: j.get("progress", {}).get("step", 0) >= 5)
+    wait_for_job(client, created["id"], lambda j: j.get("progress", {}).get("step", 0) >= 5)
     assert (
         client.post(f"/v1/train/jobs/{created['id']}/cancel", json={}).json()["status"]
         == "cancelling"
     )
-    cancelled = wait(client, created["id"], lambda j: j["status"] in ("cancelled", "failed"))
+    cancelled = wait_for_job(
+        client, created["id"], lambda j: j["status"] in ("cancelled", "failed")
+    )
     assert cancelled["status"] == "cancelled" and cancelled["model_available"] is True
     assert cancelled["outcome"]["stop_reason"] == "cancelled"
     stopped_at = cancelled["result"]["checkpoint_step"]
@@ -108,7 +101,7 @@ def test_a_cancelled_run_keeps_what_it_trained_and_a_resume_continues(client: ht
         retry["attempt"]["resume_from_checkpoint"] is True
         and retry["attempt"]["resume_step"] == stopped_at
     )
-    done = wait(
+    done = wait_for_job(
         client,
         created["id"],
         lambda j: j["attempt_count"] == 2 and j["status"] in ("succeeded", "failed"),
@@ -142,7 +135,7 @@ def test_a_job_naming_two_machines_trains_across_two_executors(
             "hyperparameters": {"max_steps": 12, "save_steps": 6},
         }
         created = client.post("/v1/train/jobs", json=spec).json()
-        job = wait(
+        job = wait_for_job(
             client, created["id"], lambda j: j["status"] in ("succeeded", "failed", "cancelled")
         )
         assert job["status"] == "succeeded", job.get("failure_code")
