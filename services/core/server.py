@@ -26,6 +26,15 @@ log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 10.0
 
+# The gateway and the executors ping their HTTP/2 connections every 30 s, with or without
+# a call open; gRPC's default policy would answer such pings with GOAWAY too_many_pings
+# and drop every stream on the connection.
+KEEPALIVE_POLICY = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
 
 @dataclasses.dataclass
 class Service:
@@ -68,15 +77,19 @@ def build(
     name: str,
     full_name: str,
     register: Callable[[grpc.aio.Server, Store], None],
-    roles: Mapping[str, frozenset[str]] | None = None,
+    roles: Mapping[str, frozenset[str]],
     store: Store | None = None,
     port: int | None = None,
 ) -> Service:
     """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one."""
     store = store or open_store(config.database_url)
     server = grpc.aio.server(
-        interceptors=[GatewayInterceptor(Authenticator(store), roles or {})],
-        options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+        interceptors=[GatewayInterceptor(Authenticator(store), roles)],
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            *KEEPALIVE_POLICY,
+        ],
     )
     register(server, store)
     health_servicer = health.aio.HealthServicer()

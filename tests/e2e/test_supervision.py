@@ -1,0 +1,199 @@
+"""The stack's supervisor as a user meets it: any part killed is started again where the
+others expect it, a running job goes on to success, a part that keeps exiting stops the
+stack with a line that names it; and the gateway keeps an idle executor's stream."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from services.claims.store import ExecutorRow
+from services.core.store import open_store
+from tests.support import StackProcess, alive, bearer, reason, wait_for_job
+
+JOB = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "hyperparameters": {"max_steps": 12},
+}
+# On a machine no executor serves: the job waits, and its event stream stays quiet.
+PARKED = {**JOB, "resources": {"machines": ["nowhere"]}}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
+    running = StackProcess(tmp_path_factory.mktemp("supervised") / "home").start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def kill_group(pid: int) -> None:
+    """kill -9 of a part and of whatever it started, as a crash would end them."""
+    os.killpg(pid, signal.SIGKILL)
+
+
+def restarted(stack: StackProcess, name: str, old: int, timeout: float = 90) -> int | None:
+    """The pid `stack.json` names for `name` once the supervisor has started it again and
+    it passed its health check (the file is rewritten only then); None once the stack has
+    ended instead."""
+    assert stack.proc is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack.proc.poll() is not None:
+            return None
+        try:
+            pid = int(stack.info()["pids"][name])
+        except FileNotFoundError:  # the stack is stopping: it removes the file first
+            pid = old
+        if pid != old:
+            return pid
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was not restarted:\n{stack.log_tail()}")
+
+
+def loss_steps(client: httpx.Client, job_id: str) -> list[int]:
+    series = client.get(f"/v1/train/jobs/{job_id}/metrics").json()["series"]
+    (loss,) = [s for s in series if s["name"] == "loss"]
+    return sorted(int(p["step"]) for p in loss["points"])
+
+
+def train_through_a_kill(stack: StackProcess, part: str) -> dict[str, Any]:
+    """Run the fixture job over REST, kill -9 `part` mid-training, and follow the job to
+    its end through the gateway."""
+    client = httpx.Client(
+        base_url=stack.url, headers=bearer(stack.create_key("acme", "member")), timeout=30
+    )
+    created = client.post("/v1/train/jobs", json=JOB)
+    assert created.status_code == 200, created.text
+    job_id = created.json()["id"]
+    training = wait_for_job(client, job_id, lambda j: j.get("progress", {}).get("step", 0) >= 1)
+    assert training["status"] == "running" and training["progress"]["step"] < 12, training
+    old = int(stack.info()["pids"][part])
+    kill_group(old)
+    new = restarted(stack, part, old)
+    assert new is not None, stack.log_tail()
+    assert not alive(old) and alive(new)
+    done = wait_for_job(client, job_id, lambda j: j["status"] in ("succeeded", "failed"))
+    assert (done["status"], done["failure_code"]) == ("succeeded", ""), done
+    assert done["progress"]["step"] == done["planned_steps"] == 12
+    assert loss_steps(client, job_id) == list(range(1, 13))
+    log = stack.log_path.read_text()
+    assert f"{part} exited (-9); restarting it" in log and f"{part} restarted (pid {new})" in log
+    # The model it made reads back from the object store.
+    artifact = client.get(f"/v1/train/artifacts/{done['result']['sha256']}").json()
+    assert httpx.get(artifact["url"], headers=artifact["headers"]).status_code == 200
+    client.close()
+    return done
+
+
+def test_a_job_succeeds_through_the_gateway_killed_mid_training(stack: StackProcess) -> None:
+    before = stack.info()
+    train_through_a_kill(stack, "envoy")
+    after = stack.info()
+    # Back on the same port, with the same admin port and config.
+    assert (after["gateway_port"], after["admin_port"]) == (
+        before["gateway_port"],
+        before["admin_port"],
+    )
+    assert httpx.get(f"http://127.0.0.1:{after['admin_port']}/ready").status_code == 200
+
+
+def test_a_job_succeeds_through_the_object_store_killed_mid_training(
+    stack: StackProcess,
+) -> None:
+    before = stack.info()["s3_endpoint"]
+    train_through_a_kill(stack, "seaweedfs")
+    assert stack.info()["s3_endpoint"] == before
+
+
+def test_a_part_that_keeps_exiting_stops_the_stack_and_says_which(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    stack = StackProcess(tmp_path / "home").start()
+    try:
+        pids = dict(stack.info()["pids"])
+        killed: list[int] = []
+        pid: int | None = pids["envoy"]
+        # Each restart is awaited before the next kill, so each is a separate exit.
+        while pid is not None:
+            assert len(killed) < 10, stack.log_tail()
+            kill_group(pid)
+            killed.append(pid)
+            pid = restarted(stack, "envoy", pid)
+        assert stack.proc is not None and stack.proc.wait() == 1
+    finally:
+        stack.stop()
+    log = stack.log_path.read_text()
+    assert "envoy keeps exiting (5 restarts within 300s); stopping the stack" in log
+    assert len(killed) == 6 and log.count("envoy restarted (pid") == 5
+    assert not any(alive(p) for p in [*pids.values(), *killed]), "a child outlived the stack"
+
+
+@pytest.fixture
+def quick_stack(tmp_path) -> Iterator[StackProcess]:  # type: ignore[no-untyped-def]
+    """A stack whose gateway cuts any request idle for 2 s."""
+    running = StackProcess(
+        tmp_path / "home", env={"TRAINYARD_GATEWAY_IDLE_TIMEOUT_SECONDS": "2"}
+    ).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_an_idle_executor_keeps_one_stream_while_long_polls_are_cut(
+    quick_stack: StackProcess,
+) -> None:
+    store = open_store(f"sqlite:///{quick_stack.home / 'trainyard.db'}", run_migrations=False)
+
+    def hellos() -> int:
+        """Each connection of the local executor says hello and leaves a row."""
+        with store.unit(write=False) as session:
+            count = session.scalar(
+                sa.select(sa.func.count())
+                .select_from(ExecutorRow)
+                .where(ExecutorRow.machine == "local")
+            )
+            return int(count or 0)
+
+    try:
+        deadline = time.monotonic() + 60
+        while hellos() == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert hellos() == 1, quick_stack.log_tail()
+
+        client = httpx.Client(
+            base_url=quick_stack.url, headers=bearer(quick_stack.create_key("acme")), timeout=60
+        )
+        job = client.post("/v1/train/jobs", json=PARKED).json()
+        after = client.get(f"/v1/train/jobs/{job['id']}/events").json()["next_after"]
+        # Each long poll asks to wait 20 s for an event; once the job's last one (its
+        # snapshot) is read none comes, and the gateway cuts the poll at its idle timeout.
+        # Four cut polls span four idle timeouts on the gateway's own clock.
+        cut = 0
+        for _ in range(8):
+            r = client.get(
+                f"/v1/train/jobs/{job['id']}/events", params={"after": after, "wait": 20}
+            )
+            if r.status_code == 200:
+                assert r.json()["events"], r.text
+                after = r.json()["next_after"]
+                continue
+            assert r.status_code == 504 and reason(r) == "UNAVAILABLE", r.text
+            cut += 1
+            if cut == 4:
+                break
+        assert cut == 4
+        client.close()
+
+        assert hellos() == 1
+        assert "stream to the claim service broke" not in quick_stack.log_path.read_text()
+    finally:
+        store.dispose()
