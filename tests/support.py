@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 
+import trainyard
 from infra.procs import free_port
 
 BIN = Path(sys.executable).parent
@@ -115,6 +118,17 @@ class StackProcess:
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.target)
+
+
+def service_descriptors() -> list[ServiceDescriptor]:
+    """Every service of every generated `trainyard/*/v1/*_service_pb2.py` module, so a
+    test that walks them walks a new service or method too."""
+    root = Path(trainyard.__file__).parent
+    found: list[ServiceDescriptor] = []
+    for path in sorted(root.glob("*/v1/*_service_pb2.py")):
+        name = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        found.extend(importlib.import_module(name).DESCRIPTOR.services_by_name.values())
+    return found
 
 
 def alive(pid: int) -> bool:

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from rich.progress import TextColumn
 
 from services.core import auth, errors
-from services.core.config import Config
+from services.core.config import Config, ConfigError
 from services.core.store import open_store
 from trainyard import sdk, watch
 
@@ -60,7 +60,11 @@ def up() -> None:
     """Start the whole stack on this machine (SQLite, SeaweedFS, the services, Envoy)."""
     from infra.stack import Stack
 
-    sys.exit(Stack(Config.from_env()).run())
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(Stack(config).run())
 
 
 @main.command()
@@ -127,12 +131,26 @@ def admin() -> None:
     """Administer the deployment directly through its store."""
 
 
-@admin.command("create-key")
-@click.option("--org", required=True, help="The org the key acts in.")
+# "\b" keeps click from rewrapping the table, so each role stays on its own line.
+_CREATE_KEY_HELP = "\n".join(
+    [
+        "Create an API key and print it once; only its hash is stored.",
+        "",
+        "Each key acts in its own org; only platform and operator keys may act in another",
+        "org (the x-org-id header), and each such call is on the audit trail.",
+        "",
+        "\b",
+        "Roles:",
+        *(f"  {role:<9} {line}" for role, line in auth.ROLE_HELP.items()),
+    ]
+)
+
+
+@admin.command("create-key", help=_CREATE_KEY_HELP)
+@click.option("--org", required=True, help="The org the key belongs to.")
 @click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
 @click.option("--label", default="", help="A non-secret note about who holds it.")
 def create_key(org: str, role: str, label: str) -> None:
-    """Create an API key and print it once; only its hash is stored."""
     store = open_store(Config.from_env().database_url)
     try:
         with store.unit() as session:

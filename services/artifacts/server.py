@@ -12,8 +12,7 @@ from services.artifacts.crypto import KeyWrap
 from services.artifacts.objects import ObjectStore
 from services.artifacts.service import ArtifactService
 from services.artifacts.servicer import ArtifactServicer
-from services.core import keys
-from services.core.auth import ADMIN, PLATFORM
+from services.core import keys, roles
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
@@ -23,13 +22,7 @@ from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grp
 log = logging.getLogger(__name__)
 
 FULL_NAME = artifact_service_pb2.DESCRIPTOR.services_by_name["ArtifactService"].full_name
-ROLES: dict[str, frozenset[str]] = {
-    "GrantJobArtifact": PLATFORM,
-    "ConfirmJobArtifact": PLATFORM,
-    "ReadArtifact": PLATFORM,
-    "RecordProvenance": PLATFORM,
-    "SweepArtifacts": ADMIN,
-}
+ROLES = roles.for_service(FULL_NAME)
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:

@@ -10,7 +10,7 @@ import grpc
 
 from services.claims.service import ClaimService
 from services.claims.servicer import ClaimServicer
-from services.core.auth import EXECUTORS
+from services.core import roles
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.server import Service, build
@@ -21,7 +21,7 @@ from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
 log = logging.getLogger(__name__)
 
 FULL_NAME = claim_service_pb2.DESCRIPTOR.services_by_name["ClaimService"].full_name
-ROLES = {name: EXECUTORS for name in ("Connect", "ClaimTask", "ReportTask", "RegisterTaskArtifact")}
+ROLES = roles.for_service(FULL_NAME)
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:

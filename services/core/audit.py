@@ -26,6 +26,7 @@ NAMES = frozenset(
         "training.bom.audit.passed",
         "training.bom.audit.failed",
         "training.claim.platform",
+        "training.org.acted_in",
         "platform.key.created",
     }
 )

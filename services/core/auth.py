@@ -3,7 +3,8 @@
 A key is 32 random bytes shown once; the store keeps only its sha256 (a key has full
 entropy, so a fast hash is enough, as GitHub and Stripe tokens do). Each key carries an
 org and a role. The org of every request is the key's, never a body, query or path
-value; only the platform role may act in another org, by the `x-org-id` header.
+value. Only the two deployment-wide roles, platform and operator, may act in another
+org, by the `x-org-id` header; which methods each role may call is `roles.TABLE`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from services.core import errors
 from services.core.ids import new_id
 from services.core.store import Base, UtcDateTime, utcnow
 
-ROLES = ("member", "executor", "platform", "admin")
+# One line each, for `trainyard admin create-key --help` and the README.
+ROLE_HELP = {
+    "member": "an org's user: jobs, artifacts, models, estimates, wallet reads",
+    "admin": "an org's administrator: what a member may do, in its own org only",
+    "executor": "an org's machine: claims tasks, reports, registers outputs; no more",
+    "platform": "the deployment's own services and executor; never a person's key",
+    "operator": "a person across orgs: an admin's work in any org, sweeps, rates, credits",
+}
+ROLES = tuple(ROLE_HELP)
+# The roles that may name another org in `x-org-id`; every such call is audited.
+CROSS_ORG = frozenset({"platform", "operator"})
 KEY_PREFIX = "ty_"
 ORG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -40,15 +51,23 @@ class ApiKey(Base):
 
 @dataclasses.dataclass(frozen=True)
 class Principal:
-    """Who a request acts as: the key's id, the org it acts in, its role."""
+    """Who a request acts as: the key's id, the org it acts in, its role, and the org the
+    key was made for when that is another (`x-org-id`)."""
 
     key_id: str
     org: str
     role: str
+    key_org: str = ""
 
     @property
     def is_platform(self) -> bool:
-        return self.role in ("platform", "admin")
+        """The deployment's own credential: the services and the platform's executor."""
+        return self.role == "platform"
+
+    @property
+    def acts_outside(self) -> bool:
+        """Whether it acts in an org other than its key's own."""
+        return bool(self.key_org) and self.key_org != self.org
 
 
 def hash_key(key: str) -> str:
@@ -60,7 +79,7 @@ def create_key(session: Session, *, org: str, role: str, label: str = "") -> tup
     if not ORG_PATTERN.match(org):
         raise errors.ValidationError("org", "must be 1 to 63 lower-case letters, digits or dashes")
     if role not in ROLES:
-        raise errors.ValidationError("role", "must be one of member, executor, platform, admin")
+        raise errors.ValidationError("role", "must be one of " + ", ".join(ROLES))
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_id = new_id("key")
     session.add(
@@ -87,12 +106,12 @@ def authenticate(session: Session, key: str | None, acting_org: str | None = Non
         raise errors.Unauthenticated()
     org = row.org
     if acting_org and acting_org != row.org:
-        if row.role not in ("platform", "admin"):
+        if row.role not in CROSS_ORG:
             raise errors.PermissionDenied()
         if not ORG_PATTERN.match(acting_org):
             raise errors.ValidationError("x-org-id", "is not an org name")
         org = acting_org
-    return Principal(key_id=row.id, org=org, role=row.role)
+    return Principal(key_id=row.id, org=org, role=row.role, key_org=row.org)
 
 
 def bearer(metadata: dict[str, str]) -> str | None:
@@ -101,9 +120,3 @@ def bearer(metadata: dict[str, str]) -> str | None:
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip()
     return metadata.get("x-api-key") or None
-
-
-# Who may call a method, for the interceptor's role table.
-EXECUTORS = frozenset({"executor", "platform", "admin"})
-PLATFORM = frozenset({"platform", "admin"})
-ADMIN = frozenset({"admin"})

@@ -1,5 +1,6 @@
-"""The one interceptor every service runs: request id, authentication, role check,
-domain errors to `google.rpc.Status`, and one log line per call."""
+"""The one interceptor every service runs: request id, authentication, role check, the
+audit row of a call made in another org, domain errors to `google.rpc.Status`, and one
+log line per call."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import grpc
 from grpc_status import rpc_status
 
-from services.core import auth, context, errors
+from services.core import audit, auth, context, errors
 from services.core.store import Store
 
 log = logging.getLogger(__name__)
@@ -49,12 +50,35 @@ class Authenticator:
         self._cache[cache_key] = (time.monotonic() + _CACHE_SECONDS, found)
         return found
 
+    async def record_outside(self, principal: auth.Principal, method: str) -> None:
+        """Put a call made in another org than the key's on the trail before it runs;
+        one that cannot be recorded is not made (UNAVAILABLE)."""
+
+        def write() -> None:
+            with self._store.unit() as session:
+                audit.record(
+                    session,
+                    "training.org.acted_in",
+                    org=principal.org,
+                    subject=method,
+                    actor=principal.key_id,
+                    request_id=context.request_id.get(),
+                    key_org=principal.key_org,
+                    role=principal.role,
+                )
+
+        try:
+            await asyncio.to_thread(write)
+        except Exception:
+            log.exception("cannot record a call in another org")
+            raise errors.Unavailable() from None
+
 
 class GatewayInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler of a service.
 
-    `roles` maps a method's short name to the roles that may call it; a method not
-    named is open to every authenticated role.
+    `roles` maps a method's short name to the roles that may call it (the service's part
+    of `roles.TABLE`); a method it does not name is refused to everyone.
     """
 
     def __init__(self, authenticator: Authenticator, roles: Mapping[str, frozenset[str]]) -> None:
@@ -70,7 +94,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
         method: str = details.method  # type: ignore[attr-defined]
         if handler is None or method.startswith(_OPEN_PREFIXES):
             return handler
-        allowed = self._roles.get(method.rsplit("/", 1)[-1])
+        allowed = self._roles.get(method.rsplit("/", 1)[-1], frozenset())
         return _wrap(handler, method, self._auth, allowed)
 
 
@@ -78,14 +102,16 @@ def _wrap(
     handler: grpc.RpcMethodHandler,
     method: str,
     authenticator: Authenticator,
-    allowed: frozenset[str] | None,
+    allowed: frozenset[str],
 ) -> grpc.RpcMethodHandler:
     async def enter(ctx: grpc.aio.ServicerContext) -> None:
         metadata = {k: v for k, v in ctx.invocation_metadata() or () if isinstance(v, str)}
         context.request_id.set(metadata.get("x-request-id") or uuid.uuid4().hex)
         principal = await authenticator.principal(metadata)
-        if allowed is not None and principal.role not in allowed:
+        if principal.role not in allowed:
             raise errors.PermissionDenied()
+        if principal.acts_outside:
+            await authenticator.record_outside(principal, method)
         context.principal_var.set(principal)
 
     async def fail(ctx: grpc.aio.ServicerContext, exc: BaseException) -> None:

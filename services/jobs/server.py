@@ -8,8 +8,7 @@ import logging
 
 import grpc
 
-from services.core import keys
-from services.core.auth import ADMIN, PLATFORM
+from services.core import keys, roles
 from services.core.clients import ArtifactReader
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
@@ -24,7 +23,7 @@ from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 log = logging.getLogger(__name__)
 
 FULL_NAME = job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name
-ROLES = {"ListPublished": PLATFORM, "CreateTrainingClient": ADMIN}
+ROLES = roles.for_service(FULL_NAME)
 IDLE_SECONDS = 0.5
 
 
@@ -40,13 +39,10 @@ def build_server(
 
     def register(server: grpc.aio.Server, store: Store) -> None:
         tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
-        source = (
-            reader
-            if reader is not None
-            else (ArtifactReader(config) if config.service_key else None)
-        )
+        artifacts = ArtifactReader(config) if config.service_key else None
+        source = reader if reader is not None else artifacts
         catalog = Catalog.discover(config.models_dir)
-        service = JobService(store, catalog, config, tokens, source)
+        service = JobService(store, catalog, config, tokens, source, artifacts)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
             JobServicer(service, catalog, kick), server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from services.core.auth import ADMIN, PLATFORM
+from services.core import roles
 from services.core.config import Config
 from services.core.server import Service, build
 from services.core.store import Store
@@ -12,15 +12,7 @@ from services.meter.servicer import MeterServicer
 from trainyard.meter.v1 import meter_service_pb2, meter_service_pb2_grpc
 
 FULL_NAME = meter_service_pb2.DESCRIPTOR.services_by_name["MeterService"].full_name
-ROLES: dict[str, frozenset[str]] = {
-    "SetRate": ADMIN,
-    "CreditWallet": ADMIN,
-    "EstimatePrice": PLATFORM,
-    "HoldWindow": PLATFORM,
-    "ChargeTask": PLATFORM,
-    "ReleaseHold": PLATFORM,
-    "SweepStorage": ADMIN,
-}
+ROLES = roles.for_service(FULL_NAME)
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:

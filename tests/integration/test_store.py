@@ -63,14 +63,27 @@ def test_a_revoked_key_no_longer_authenticates(store: Store) -> None:
         auth.authenticate(session, key)
 
 
-def test_only_the_platform_role_acts_in_another_org(store: Store) -> None:
+@pytest.mark.parametrize(
+    ("role", "crosses"),
+    [
+        ("member", False),
+        ("admin", False),
+        ("executor", False),
+        ("platform", True),
+        ("operator", True),
+    ],
+)
+def test_only_platform_and_operator_keys_act_in_another_org(
+    store: Store, role: str, crosses: bool
+) -> None:
     with store.unit() as session:
-        _, member = auth.create_key(session, org="acme", role="member")
-        _, platform = auth.create_key(session, org="platform", role="platform")
+        _, key = auth.create_key(session, org="acme", role=role)
     with store.unit(write=False) as session:
-        with pytest.raises(errors.PermissionDenied):
-            auth.authenticate(session, member, "globex")
-        assert auth.authenticate(session, platform, "globex").org == "globex"
+        if crosses:
+            assert auth.authenticate(session, key, "globex").org == "globex"
+        else:
+            with pytest.raises(errors.PermissionDenied):
+                auth.authenticate(session, key, "globex")
 
 
 def test_a_failed_unit_of_work_leaves_nothing(store: Store) -> None:

@@ -1,0 +1,105 @@
+"""Who may call what: one default-deny table naming, for every method of every service,
+the roles that may call it.
+
+The interceptor refuses a method this table does not name, so a new RPC is callable by
+nobody until it is placed here, and `tests/unit/test_roles.py` fails until it is. The
+org a call acts in is settled apart from this (`auth.authenticate`): member, admin and
+executor keys act in their own org only; platform and operator keys may name another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+# An org's people: its members and admins in their own org, the operator in any org.
+ORG_USERS = frozenset({"member", "admin", "operator"})
+# The machines that train: an org's executors and the platform's.
+MACHINES = frozenset({"executor", "platform"})
+# The services calling each other through the gateway, acting in the work's org.
+INTERNAL = frozenset({"platform"})
+# Operations on the whole deployment rather than on one org's work.
+DEPLOYMENT = frozenset({"operator"})
+
+_TABLE: dict[str, dict[str, frozenset[str]]] = {
+    "trainyard.job.v1.JobService": {
+        "CreateJob": ORG_USERS,
+        "GetJob": ORG_USERS,
+        "ListJobs": ORG_USERS,
+        "CancelJob": ORG_USERS,
+        "RetryJob": ORG_USERS,
+        "PublishJob": ORG_USERS,
+        "ListJobEvents": ORG_USERS,
+        "WatchJob": ORG_USERS,
+        "ListJobMetrics": ORG_USERS,
+        "ListJobAttempts": ORG_USERS,
+        "ListJobDatasetItems": ORG_USERS,
+        "GetJobDatasetItem": ORG_USERS,
+        "ListModels": ORG_USERS,
+        "EstimateJob": ORG_USERS,
+        # Every org's publications at once: the platform's own read (HIP-1333 §9).
+        "ListPublished": INTERNAL,
+        # A client holds a model in engine memory every org shares, so only the operator
+        # creates one (HIP-1333 §7); the org's users then work the client in their org.
+        "CreateTrainingClient": DEPLOYMENT,
+        "ListTrainingClients": ORG_USERS,
+        "GetTrainingClient": ORG_USERS,
+        "DeleteTrainingClient": ORG_USERS,
+        "RunForwardBackward": ORG_USERS,
+        "RunOptimStep": ORG_USERS,
+        "SampleTrainingClient": ORG_USERS,
+        "SaveTrainingClientWeights": ORG_USERS,
+    },
+    "trainyard.claim.v1.ClaimService": {
+        "Connect": MACHINES,
+        "ClaimTask": MACHINES,
+        "ReportTask": MACHINES,
+        "RegisterTaskArtifact": MACHINES,
+        "ReadTaskInput": MACHINES,
+    },
+    "trainyard.artifact.v1.ArtifactService": {
+        "CreateArtifact": ORG_USERS,
+        "ListArtifacts": ORG_USERS,
+        # Also the platform's: ClaimService answers an executor's ReadTaskInput with the
+        # object's download URL read here, acting in the task's org. It grants nothing
+        # ReadArtifact does not; an internal method for it would let this go back.
+        "GetArtifact": ORG_USERS | INTERNAL,
+        "DeleteArtifact": ORG_USERS,
+        "ConfirmArtifact": ORG_USERS,
+        "ListJobArtifacts": ORG_USERS,
+        "DeleteJobArtifact": ORG_USERS,
+        "GetJobProvenance": ORG_USERS,
+        "GrantJobArtifact": INTERNAL,
+        "ConfirmJobArtifact": INTERNAL,
+        "ReadArtifact": INTERNAL,
+        "RecordProvenance": INTERNAL,
+        "SweepArtifacts": DEPLOYMENT,
+    },
+    "trainyard.meter.v1.MeterService": {
+        "ListRates": ORG_USERS,
+        "GetWallet": ORG_USERS,
+        "ListLedgerEntries": ORG_USERS,
+        "SetRate": DEPLOYMENT,
+        "CreditWallet": DEPLOYMENT,
+        "EstimatePrice": INTERNAL,
+        "HoldWindow": INTERNAL,
+        "ChargeTask": INTERNAL,
+        "ReleaseHold": INTERNAL,
+        "SweepStorage": DEPLOYMENT,
+    },
+}
+
+TABLE: Mapping[str, Mapping[str, frozenset[str]]] = MappingProxyType(
+    {service: MappingProxyType(methods) for service, methods in _TABLE.items()}
+)
+
+
+def for_service(full_name: str) -> Mapping[str, frozenset[str]]:
+    """A service's methods by short name; a service not in the table allows nothing."""
+    return TABLE.get(full_name, MappingProxyType({}))
+
+
+def allowed(method: str) -> frozenset[str]:
+    """The roles that may call a full method path (`/pkg.Service/Method`); none if unnamed."""
+    service, _, name = method.lstrip("/").partition("/")
+    return for_service(service).get(name, frozenset())
