@@ -9,7 +9,6 @@ the runners resend whatever was not acknowledged (the service applies each seq o
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import queue
@@ -20,15 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-import httpx
 
-from executor.runner import TaskRunner
-from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, artifact_service_pb2_grpc
+from executor.runner import PATIENCE_SECONDS, TaskRunner
+from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.sdk import _channel
 
 log = logging.getLogger(__name__)
 TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
+# Ends a running task cannot reach by itself without reporting them first.
+ENDED_BY_OTHERS = {"failed", "stopped", "cancelled"}
 TICK = 0.25
 BATCH_SECONDS = 1.0
 
@@ -48,6 +48,8 @@ class AgentConfig:
     bases: tuple[str, ...] = ("fixture-tiny-llm",)
     adaptations: tuple[str, ...] = ("full", "lora")
     outputs: tuple[str, ...] = ("checkpoint", "lora", "capability")
+    # How long an upload or an input read keeps trying through a store that does not answer.
+    patience_seconds: float = PATIENCE_SECONDS
     # Append every event sent and every acknowledgement to this file (for audits of the wire).
     journal: Path | None = None
 
@@ -60,7 +62,6 @@ class Agent:
         self._stopping = threading.Event()
         self._channel = _channel(config.url)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
-        self._artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self._journal = config.journal.open("a") if config.journal else None
         self.connected = threading.Event()
 
@@ -189,7 +190,10 @@ class Agent:
             "task %s of job %s: %s", assignment.task.id, assignment.job.id, assignment.task.role
         )
         work = self.config.work_root / self.config.machine
-        runner = TaskRunner(assignment, work, self.config.trainer, self._register, self._fetch)
+        runner = TaskRunner(
+            assignment, work, self.config.trainer, self._register, self._read_input,
+            patience=self.config.patience_seconds,
+        )  # fmt: skip
         with self._lock:
             self.runners[runner.id] = runner
         runner.start()
@@ -203,14 +207,21 @@ class Agent:
                 log.warning("task %s: %s; stopping it", ack.task, ack.reason)
                 self._drop(ack.task, kill=True)
             else:
+                # Refused for now (a store down behind the service): the lease was renewed;
+                # the events go again after a pause that grows while refusals last.
                 log.warning("task %s: a report was refused (%s)", ack.task, ack.reason)
-                runner.rewind()
+                runner.rewind(backoff=True)
             return
         runner.acknowledge(ack.seq)
         self._note("acked", ack.task, seq=ack.seq, status=ack.status)
         if ack.cancel:
             runner.cancel(grace=60)
-        if runner.drained or (ack.status in TERMINAL and runner.finished.is_set()):
+        if ack.status in ENDED_BY_OTHERS and not runner.finished.is_set():
+            # The job ended without this task (it failed elsewhere, or lost its lease):
+            # its trainer has nothing left to do.
+            log.warning("task %s: the job is %s; stopping it", ack.task, ack.status)
+            self._drop(ack.task, kill=True)
+        elif runner.drained or (ack.status in TERMINAL and runner.finished.is_set()):
             self._drop(ack.task, kill=False)
 
     def _drop(self, task_id: str, *, kill: bool) -> None:
@@ -226,29 +237,13 @@ class Agent:
             id=runner.job.id, task=runner.id, lease=runner.lease, kind=kind, name=name, sha256=sha256, size=size,
             meta=meta,
         )  # fmt: skip
-        for attempt in range(30):
-            try:
-                return self._stub.RegisterTaskArtifact(
-                    request, metadata=self._md(runner.org), timeout=120
-                )
-            except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == 29:  # type: ignore[attr-defined]
-                    raise
-                time.sleep(min(2.0, 0.2 * (attempt + 1)))
-        raise AssertionError("unreachable")
+        return self._stub.RegisterTaskArtifact(request, metadata=self._md(runner.org), timeout=120)
 
-    def _fetch(self, runner: TaskRunner, sha256: str) -> bytes:
-        """An object of the task's org, downloaded and checked against its sha256."""
-        request = artifact_service_pb2.GetArtifactRequest(sha256=sha256)
-        artifact = self._artifacts.GetArtifact(request, metadata=self._md(runner.org), timeout=60)
-        data = (
-            httpx.get(artifact.url, headers=dict(artifact.headers), timeout=600)
-            .raise_for_status()
-            .content
+    def _read_input(self, runner: TaskRunner, sha256: str) -> artifact_pb2.Artifact:
+        request = claim_service_pb2.ReadTaskInputRequest(
+            id=runner.job.id, task=runner.id, lease=runner.lease, sha256=sha256
         )
-        if hashlib.sha256(data).hexdigest() != sha256:
-            raise RuntimeError("a downloaded object did not verify")
-        return data
+        return self._stub.ReadTaskInput(request, metadata=self._md(runner.org), timeout=60)
 
     def _note(
         self,

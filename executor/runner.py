@@ -15,24 +15,62 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import grpc
 import httpx
 from google.protobuf import json_format
 
 from executor.protocol import TASK_FILE
-from trainyard import packing
+from trainyard import packing, uploads
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
 from trainyard.job.v1 import job_pb2
+from trainyard.sdk import TrainyardError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 MAX_BATCH = 500
 LOG_BYTES = 4096
+# How long an output upload or an input read keeps trying through a store or gateway that
+# does not answer; the lease stays held meanwhile, since heartbeats go on.
+PATIENCE_SECONDS = 900.0
 
 Register = Callable[["TaskRunner", str, str, str, int, dict[str, str]], artifact_pb2.Grant]
-# Reads an object of the task's org (an uploaded dataset, a state to resume), verified.
-Fetch = Callable[["TaskRunner", str], bytes]
+# A download of an object the task reads (its snapshot, a state to resume from).
+ReadInput = Callable[["TaskRunner", str], artifact_pb2.Artifact]
+
+
+class TaskFailed(Exception):
+    """The task cannot go on; `code` is the failure the job reports."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class LeaseLost(Exception):
+    """The service says the lease is no longer the task's: stop and say nothing more."""
+
+
+def classify(exc: BaseException) -> str | None:
+    """None for a failure a later try may not meet (a store or gateway that does not
+    answer, a grant whose signature lapsed); "" for a refusal that stands; or the failure
+    code of a refusal that has its own. LEASE_LOST raises `LeaseLost`."""
+    if isinstance(exc, grpc.RpcError):
+        error = TrainyardError.from_rpc(exc)
+        if error.reason == "LEASE_LOST":
+            raise LeaseLost() from exc
+        if error.reason == "PENDING_LIMIT":
+            return "artifact_pending_limit"
+        transient = ("UNAVAILABLE", "CONFLICT", "INTERNAL_ERROR", "DEADLINE_EXCEEDED", "UNKNOWN")
+        return None if error.reason in transient else ""
+    if isinstance(exc, httpx.HTTPStatusError):
+        code = exc.response.status_code
+        return None if code >= 500 or code in (403, 408, 429) else ""
+    if isinstance(exc, httpx.TransportError | uploads.Mismatch):
+        return None
+    return "executor_failed"
 
 
 class TaskRunner:
@@ -44,18 +82,22 @@ class TaskRunner:
         work_root: Path,
         trainer: str,
         register: Register,
-        fetch: Fetch | None = None,
+        read_input: ReadInput | None = None,
         env: dict[str, str] | None = None,
+        patience: float = PATIENCE_SECONDS,
     ) -> None:
         self.org = assignment.org
         self.task: task_pb2.Task = assignment.task
         self.job: job_pb2.Job = assignment.job
         self.work = work_root / self.task.id
-        self._trainer, self._register, self._fetch, self._env = trainer, register, fetch, env or {}
+        self._trainer, self._register, self._read_input = trainer, register, read_input
+        self._env, self._patience = env or {}, patience
         self._lock = threading.Lock()
         self._events: list[task_pb2.TaskEvent] = []
         self.acked = 0
         self._sent = 0
+        self._refusals = 0
+        self._hold_until = 0.0
         self.finished = threading.Event()
         self.lost = False
         self._process: subprocess.Popen[str] | None = None
@@ -83,8 +125,11 @@ class TaskRunner:
             self._events.append(event)
 
     def unsent(self) -> list[task_pb2.TaskEvent]:
-        """Events not yet sent on this connection (after a reconnect, all unacknowledged)."""
+        """Events not yet sent on this connection (after a reconnect, all unacknowledged);
+        none while a refused report waits to be sent again."""
         with self._lock:
+            if time.monotonic() < self._hold_until:
+                return []
             start = max(self._sent, self.acked)
             batch = self._events[start : start + MAX_BATCH]
             self._sent = start + len(batch)
@@ -96,14 +141,20 @@ class TaskRunner:
         with self._lock:
             return len(self._events) - max(self._sent, self.acked)
 
-    def rewind(self) -> None:
-        """A new connection: resend everything not acknowledged."""
+    def rewind(self, *, backoff: bool = False) -> None:
+        """Resend everything not acknowledged: at once on a new connection, or after a
+        pause that doubles with each refusal in a row (`backoff`)."""
         with self._lock:
             self._sent = self.acked
+            if backoff:
+                self._refusals += 1
+                pause = min(30.0, 0.5 * 2 ** min(self._refusals, 6))
+                self._hold_until = time.monotonic() + pause
 
     def acknowledge(self, seq: int) -> None:
         with self._lock:
             self.acked = max(self.acked, seq)
+            self._refusals = 0
 
     @property
     def drained(self) -> bool:
@@ -116,8 +167,16 @@ class TaskRunner:
     def _run(self) -> None:
         try:
             self._train()
+        except LeaseLost:
+            log.warning("task %s: the lease is lost; stopping it", self.task.id)
+            self.kill()
+        except TaskFailed as exc:
+            log.warning("task %s failed: %s", self.task.id, exc.code)
+            self._end_trainer()
+            self._add(type="status", status="failed", error=exc.code)
         except Exception:
             log.exception("task %s failed in the executor", self.task.id)
+            self._end_trainer()
             self._add(type="status", status="failed", error="executor_failed")
         finally:
             self.finished.set()
@@ -132,39 +191,84 @@ class TaskRunner:
             "org": self.org,
             "output_dir": str(self.work / "output"),
         }
-        uri = self.job.dataset.uri
-        if uri.startswith("artifact:") and self._fetch is not None:
-            rows = self.work / "rows.jsonl"
-            rows.write_bytes(self._fetch(self, uri.split(":", 1)[1]))
-            spec["rows_path"] = str(rows)
-        if self.task.resume_from and self._fetch is not None:
+        if self.task.snapshot:
+            # The built-in fixture can be rebuilt where a job predates its snapshot object.
+            optional = self.job.dataset.uri.startswith("fixture:")
+            if (data := self._input(self.task.snapshot, optional=optional)) is not None:
+                snapshot = self.work / "snapshot.jsonl"
+                snapshot.write_bytes(data)
+                spec["snapshot_path"] = str(snapshot)
+        if self.task.resume_from:
             resume = self.work / "resume"
-            packing.unpack(io.BytesIO(self._fetch(self, self.task.resume_from)), resume)
+            state = self._input(self.task.resume_from)
+            assert state is not None
+            packing.unpack(io.BytesIO(state), resume)
             spec["resume_dir"] = str(resume)
         (self.work / TASK_FILE).write_text(json.dumps(spec))
-        with open(self.work / "trainer.log", "w") as stderr:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", self._trainer, str(self.work / TASK_FILE)],
-                cwd=self.work,
-                env={**os.environ, **self._env},
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-                start_new_session=True,
-            )
-            assert self._process.stdout is not None
-            ended = False
-            for line in self._process.stdout:
-                if self.lost:
-                    break
-                ended = self._handle(line) or ended
-            code = self._process.wait()
+        with open(self.work / "trainer.log", "w") as stderr, self._lock:
+            if not self._cancelled:  # a cancel while the inputs were read: nothing runs
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", self._trainer, str(self.work / TASK_FILE)],
+                    cwd=self.work,
+                    env={**os.environ, **self._env},
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    text=True,
+                    start_new_session=True,
+                )
+        if self._process is None:
+            self._add(type="status", status="cancelled")
+            return
+        assert self._process.stdout is not None
+        ended = False
+        for line in self._process.stdout:
+            if self.lost:
+                break
+            ended = self._handle(line) or ended
+        code = self._process.wait()
         if not ended and not self.lost:
             self._add(
                 type="status",
                 status="failed",
                 error="trainer_failed" if code else "trainer_no_result",
             )
+
+    def _patiently(self, what: str, work: Callable[[], T], failure: str) -> T:
+        """Run a transfer until it succeeds, retrying what may pass (with backoff, up to
+        the patience) while the agent's heartbeats keep the lease."""
+        deadline = time.monotonic() + self._patience
+        delay = 0.5
+        while True:
+            try:
+                return work()
+            except (LeaseLost, TaskFailed):
+                raise
+            except Exception as exc:
+                code = classify(exc)
+                if code is not None or time.monotonic() + delay > deadline or self.lost:
+                    raise TaskFailed(code or failure) from None
+                log.warning(
+                    "task %s: %s failed (%s); trying again", self.task.id, what, type(exc).__name__
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    def _input(self, sha256: str, *, optional: bool = False) -> bytes | None:
+        """An object the task reads, downloaded under its lease and checked."""
+        read_input = self._read_input
+        assert read_input is not None
+
+        def read() -> bytes | None:
+            try:
+                artifact = read_input(self, sha256)
+            except grpc.RpcError as exc:
+                if optional and TrainyardError.from_rpc(exc).reason == "NOT_FOUND":
+                    return None
+                raise
+            with httpx.Client(timeout=uploads.TIMEOUT) as http:
+                return uploads.get(http, artifact)
+
+        return self._patiently("reading an input", read, "input_unavailable")
 
     def _handle(self, line: str) -> bool:
         """Turn one trainer line into events; True once the run has ended."""
@@ -229,24 +333,18 @@ class TaskRunner:
         return False
 
     def _upload(self, directory: Path, kind: str, name: str, step: int) -> str:
-        """Pack a directory, ask for a grant, PUT it, and name it in an `artifact` event."""
+        """Pack a directory, ask for a grant, PUT it, and name it in an `artifact` event.
+        An org that holds the bytes already answers `stored`: nothing is sent."""
         packed = self.work / f"{kind}-{step}.tar"
         sha256, size = packing.pack_to_file(directory, packed)
-        grant = self._register(self, kind, name, sha256, size, {"step": str(step)})
-        if not grant.stored:
-            parts = (
-                [(0, size, grant.upload.url, dict(grant.upload.headers))]
-                if grant.HasField("upload")
-                else [(p.offset, p.size, p.url, dict(p.headers)) for p in grant.parts]
-            )
-            with (
-                httpx.Client(timeout=httpx.Timeout(60.0, read=600.0)) as http,
-                packed.open("rb") as fh,
-            ):
-                for offset, length, url, headers in parts:
-                    fh.seek(offset)
-                    answer = http.put(url, content=fh.read(length), headers=headers)
-                    answer.raise_for_status()
+
+        def send() -> None:
+            grant = self._register(self, kind, name, sha256, size, {"step": str(step)})
+            if not grant.stored:
+                with httpx.Client(timeout=uploads.TIMEOUT) as http, packed.open("rb") as fh:
+                    uploads.put(http, grant, fh)
+
+        self._patiently(f"storing its {kind}", send, "artifact_upload_failed")
         packed.unlink(missing_ok=True)
         self._add(type="artifact", sha256=sha256)
         return sha256
@@ -254,10 +352,14 @@ class TaskRunner:
     # -- stopping ------------------------------------------------------------------------
 
     def cancel(self, grace: float) -> None:
-        """Ask the trainer to stop cooperatively; kill it if it has not after `grace`."""
-        if self._cancelled or self._process is None or self._process.poll() is not None:
-            return
-        self._cancelled = True
+        """Ask the trainer to stop cooperatively; kill it if it has not after `grace`. A
+        trainer not started yet never starts."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            if self._process is None or self._process.poll() is not None:
+                return
         self._signal(signal.SIGTERM)
 
         def deadline() -> None:
@@ -266,6 +368,12 @@ class TaskRunner:
                 self._signal(signal.SIGKILL)
 
         threading.Thread(target=deadline, daemon=True).start()
+
+    def _end_trainer(self) -> None:
+        """The task failed around its trainer: the trainer goes too."""
+        self._signal(signal.SIGKILL)
+        if self._process is not None:
+            self._process.wait()
 
     def kill(self) -> None:
         """The lease is gone: stop at once and report nothing more."""

@@ -2,7 +2,8 @@
 (leases, reports, cancels, reconnects) quickly. `python -m executor.scripted task.json`.
 
 It steps through the job's planned steps with a falling loss, saves a small output
-directory, and stops cooperatively on SIGTERM. `SCRIPTED_STEP_SECONDS` sets its pace.
+directory, and stops cooperatively on SIGTERM. `SCRIPTED_STEP_SECONDS` sets its pace and
+`SCRIPTED_START_SECONDS` how long it takes to start.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def main(task_file: str) -> int:
         return 0
     if int(task.get("world_size", 1)) > 1:
         emit(type="coordinator", addr="127.0.0.1:29500")
+    # A real trainer spends seconds importing before its first step (a cold start).
+    time.sleep(float(os.environ.get("SCRIPTED_START_SECONDS", "0")))
     emit(type="status", status="running")
     planned = int(job.get("planned_steps") or 1)
     started, step = time.monotonic(), 0

@@ -2,7 +2,7 @@
 
     python -m executor.train task.json
 
-It rebuilds the job's frozen snapshot and split, trains the base (fully or with LoRA)
+It reads the job's frozen snapshot and split, trains the base (fully or with LoRA)
 for exactly the planned steps in a seeded data order, evaluates at the checkpoint
 cadence, serves the best evaluation's weights, stops early when asked to, saves a
 resumable DeepSpeed state, and writes the output its `output.kind` names. Events go to
@@ -12,6 +12,7 @@ stdout as the executor protocol says. Ranks other than 0 train and stay quiet.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -33,7 +34,7 @@ class Plan:
     task: dict[str, Any]
     output_dir: Path
     work: Path
-    rows_path: Path | None
+    snapshot_path: Path | None
     resume_dir: Path | None
 
     @property
@@ -61,7 +62,7 @@ def load_plan(path: str) -> Plan:
         task=spec["task"],
         output_dir=Path(spec["output_dir"]),
         work=work,
-        rows_path=Path(spec["rows_path"]) if spec.get("rows_path") else None,
+        snapshot_path=Path(spec["snapshot_path"]) if spec.get("snapshot_path") else None,
         resume_dir=Path(spec["resume_dir"]) if spec.get("resume_dir") else None,
     )
 
@@ -70,28 +71,29 @@ def load_plan(path: str) -> Plan:
 
 
 def examples(plan: Plan, codec: Any = None) -> tuple[list[Any], list[Any], str]:
-    """The job's frozen split, rebuilt from the rows with the same code that froze it,
-    and checked against the snapshot's sha256."""
+    """The job's frozen split: the snapshot the job holds, or for the built-in fixture,
+    rebuilt with the same code that froze it; either is checked against its sha256."""
     from executor import fixture
     from services.jobs import datasets
 
     dataset = plan.job["dataset"]
-    rows = (
-        datasets.parse_jsonl(plan.rows_path.read_bytes())
-        if plan.rows_path is not None
-        else datasets.fixture_rows()
-    )
-    rows = datasets.select(rows, dataset.get("tags", []))
     mask = plan.job["objective"]["loss_mask"]
-    snapshot = datasets.build_snapshot(rows, mask)
+    if plan.snapshot_path is not None:
+        data = plan.snapshot_path.read_bytes()
+        items, sha256 = datasets.read_snapshot(data), hashlib.sha256(data).hexdigest()
+    else:
+        snapshot = datasets.build_snapshot(
+            datasets.select(datasets.fixture_rows(), dataset.get("tags", [])), mask
+        )
+        items, sha256 = snapshot.items, snapshot.sha256
     expected = (plan.job.get("preparation") or {}).get("snapshot_sha256", "")
-    if expected and snapshot.sha256 != expected:
+    if expected and sha256 != expected:
         raise SystemExit("dataset_changed")
     prompt = dataset.get("system_prompt", "")
     max_len = int(plan.hp["max_seq_length"])
     train: list[Any] = []
     held: list[Any] = []
-    for row, split in snapshot.items:
+    for row, split in items:
         if not row.trainable(mask):
             continue
         messages = [(r, c) for r, c in row.messages if c.strip()]
@@ -101,7 +103,7 @@ def examples(plan: Plan, codec: Any = None) -> tuple[list[Any], list[Any], str]:
             messages, loss_mask=mask, max_seq_length=max_len, codec=codec or fixture.BYTES
         )
         (held if split == "eval" else train).append(encoded)
-    return train, held, snapshot.sha256
+    return train, held, sha256
 
 
 def step_batches(count: int, plan: Plan) -> list[list[int]]:

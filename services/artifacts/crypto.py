@@ -38,6 +38,12 @@ def object_key(org_key: bytes, sha256: str) -> bytes:
     return hmac.new(org_key, f"object:{sha256}".encode(), hashlib.sha256).digest()
 
 
+def deleted_digest(org_key: bytes, sha256: str) -> str:
+    """How the org's deletion of an object is remembered: a digest no one without the
+    org's key can link to the hash."""
+    return hmac.new(org_key, f"deleted:{sha256}".encode(), hashlib.sha256).hexdigest()
+
+
 def sse_headers(key: bytes) -> dict[str, str]:
     """The SSE-C headers an upload or download of the object must carry."""
     return {

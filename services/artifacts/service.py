@@ -18,16 +18,24 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from services.artifacts import provenance
-from services.artifacts.crypto import KeyWrap, object_key
+from services.artifacts.crypto import KeyWrap, deleted_digest, object_key
 from services.artifacts.objects import PART_SIZE, ObjectStore
-from services.artifacts.store import JobArtifactRow, ObjectRow, OrgKeyRow, ProvenanceRow
+from services.artifacts.store import (
+    DeletedObjectRow,
+    JobArtifactRow,
+    ObjectRow,
+    OrgKeyRow,
+    ProvenanceRow,
+    in_use,
+    readable,
+)
 from services.core import audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.lifecycle import JobRow
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store, retrying, utcnow
-from trainyard.artifact.v1 import artifact_pb2, provenance_pb2
+from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -94,26 +102,10 @@ class ArtifactService:
         return self._wrap.unwrap(org, row.wrapped)
 
     def _in_use(self, session: Session, org: str, sha256: str) -> bool:
-        return (
-            session.scalar(
-                sa.select(JobRow.id)
-                .where(
-                    JobRow.org == org,
-                    JobRow.reads_sha256 == sha256,
-                    JobRow.status.not_in(lifecycle.TERMINAL),
-                )
-                .limit(1)
-            )
-            is not None
-        )
+        return in_use(session, org, sha256)
 
     def _visible(self, session: Session, row: ObjectRow | None) -> bool:
-        """Stored and not past its retention (expiry is evaluated on every read)."""
-        if row is None or row.status != "stored":
-            return False
-        if row.expires_at is None or row.expires_at > self._now() or row.published:
-            return True
-        return self._in_use(session, row.org, row.sha256)
+        return readable(session, row, self._now())
 
     def _object(self, session: Session, org: str, sha256: str) -> ObjectRow:
         _check_sha(sha256)
@@ -189,8 +181,10 @@ class ArtifactService:
             key = object_key(self._org_key(session, org, create=True), sha256)
             row = session.get(ObjectRow, (org, sha256), with_for_update=True)
             if row is not None and row.status == "stored":
+                # The org holds these bytes (an identical run made them): the cheapest
+                # path, the job names the object it already has.
                 if job_id:
-                    self._link(session, org, job_id, row, kind, name)
+                    self._link(session, org, job_id, row, kind, name, retention)
                 return artifact_pb2.Grant(sha256=sha256, stored=True)
             if row is not None and row.size != size:
                 # The same sha256 cannot have two sizes; the earlier declaration is dropped.
@@ -219,6 +213,8 @@ class ArtifactService:
                     session, "training.artifact.placeholder.registered", org=org, subject=row.id,
                     actor=principal.key_id, request_id=request_id, job=job_id or None,
                 )  # fmt: skip
+            if job_id:  # so each job granted these bytes may confirm them
+                self._link(session, org, job_id, row, kind, name, retention)
             row.grant_expires = now + dt.timedelta(seconds=self._config.grant_seconds)
             expires = int(row.grant_expires.timestamp())
             grant = artifact_pb2.Grant(sha256=sha256, stored=False)
@@ -250,8 +246,11 @@ class ArtifactService:
         self._objects.delete(row.org, row.sha256)
 
     def _link(
-        self, session: Session, org: str, job_id: str, row: ObjectRow, kind: str, name: str
-    ) -> None:
+        self, session: Session, org: str, job_id: str, row: ObjectRow, kind: str, name: str,
+        retention: Retention | None = None,
+    ) -> None:  # fmt: skip
+        """Name the object as one the job produced; a stored object is kept at least as
+        long as this job's retention asks."""
         if session.get(JobArtifactRow, (org, job_id, row.sha256)) is None:
             session.add(
                 JobArtifactRow(
@@ -263,6 +262,9 @@ class ArtifactService:
                     create_time=self._now(),
                 )
             )
+        if retention is not None and row.status == "stored" and row.expires_at is not None:
+            later = self._expiry(retention, self._now())
+            row.expires_at = None if later is None else max(row.expires_at, later)
 
     # -- confirmation ----------------------------------------------------------------------
 
@@ -277,7 +279,7 @@ class ArtifactService:
             if (
                 row is None
                 or row.status not in ("pending", "stored")
-                or (job_id and row.job_id not in ("", job_id))
+                or (job_id and session.get(JobArtifactRow, (org, job_id, sha256)) is None)
             ):
                 raise errors.NotFound()
             key = object_key(self._org_key(session, org), sha256)
@@ -336,10 +338,16 @@ class ArtifactService:
             self._link(session, org, job_id, row, row.kind, row.name)
 
     def _forget(self, org: str, sha256: str) -> None:
+        """Drop an upload that never became an object, and the jobs' claims on it."""
         with self._store.unit() as session:
             row = session.get(ObjectRow, (org, sha256))
             if row is not None and row.status == "pending":
                 session.delete(row)
+                session.execute(
+                    sa.delete(JobArtifactRow).where(
+                        JobArtifactRow.org == org, JobArtifactRow.sha256 == sha256
+                    )
+                )
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -495,68 +503,116 @@ class ArtifactService:
 
     def delete(
         self, principal: Principal, sha256: str, *, job_id: str = "", request_id: str = ""
-    ) -> bool:
-        """Delete an object and everything that names it. Repeating it is a no-op; an
-        object the org never had is NOT_FOUND, as another org's is."""
+    ) -> list[artifact_service_pb2.Cascaded]:
+        """Delete an object and everything that names it, and the other objects the jobs
+        that produced it made (their saved states, their snapshots) unless something else
+        holds them; answers what the cascade reached. Repeating it is a no-op; an object
+        the org never had is NOT_FOUND, as another org's is."""
         _check_sha(sha256)
+        org = principal.org
         with self._store.unit(write=False) as session:
             if job_id:
                 self._job(session, principal, job_id)
-                if session.get(JobArtifactRow, (principal.org, job_id, sha256)) is None:
-                    if self._deleted_before(session, principal.org, job_id):
-                        return True
+                if session.get(JobArtifactRow, (org, job_id, sha256)) is None:
+                    if self._deleted_before(session, org, job_id):
+                        return []
                     raise errors.NotFound()
-            row = session.get(ObjectRow, (principal.org, sha256))
+            row = session.get(ObjectRow, (org, sha256))
             if row is None or row.status == "pending":
+                if self._forgotten(session, org, sha256):
+                    return []
                 raise errors.NotFound()
             if row.published:
                 raise errors.FailedPrecondition("The object is published.", reason="PUBLISHED")
-            if self._in_use(session, principal.org, sha256):
+            if self._in_use(session, org, sha256):
                 raise errors.FailedPrecondition(
                     "A job that has not ended reads the object.", reason="IN_USE"
                 )
         with self._store.unit() as session:
-            row = session.get(ObjectRow, (principal.org, sha256))
+            row = session.get(ObjectRow, (org, sha256))
             if row is not None:
                 audit.record(
-                    session, "training.artifact.deleted", org=principal.org, subject=row.id,
+                    session, "training.artifact.deleted", org=org, subject=row.id,
                     actor=principal.key_id, request_id=request_id,
                 )  # fmt: skip
-        self._remove(principal.org, sha256)
-        return True
+        return self._remove(org, sha256)
 
     def _deleted_before(self, session: Session, org: str, job_id: str) -> bool:
         job = session.get(JobRow, job_id)
         return bool(job and job.org == org and job.deleted)
 
-    def _remove(self, org: str, sha256: str) -> None:
-        """The cascade: the bytes, the object's row, its job links and provenance, and each
-        producing job's request (left as a tombstone)."""
+    def _forgotten(self, session: Session, org: str, sha256: str) -> bool:
+        """Whether the org deleted these bytes before (known by a keyed digest only)."""
+        if session.get(OrgKeyRow, org) is None:
+            return False
+        digest = deleted_digest(self._org_key(session, org), sha256)
+        return session.get(DeletedObjectRow, (org, digest)) is not None
+
+    def _remove(self, org: str, sha256: str) -> list[artifact_service_pb2.Cascaded]:
+        """The cascade: the object, and every other object the jobs that produced it
+        made, unless it is published, read by a job that has not ended, or held by
+        another job; each kept one is answered with the reason."""
+        with self._store.unit(write=False) as session:
+            producers = select_jobs_of(session, org, sha256)
+            made = {
+                link.sha256: link.kind
+                for link in session.scalars(
+                    sa.select(JobArtifactRow).where(
+                        JobArtifactRow.org == org, JobArtifactRow.job_id.in_(producers)
+                    )
+                )
+                if link.sha256 != sha256
+            }
+        self._erase(org, sha256)
+        cascaded = []
+        for other, kind in sorted(made.items()):
+            with self._store.unit() as session:
+                row = session.get(ObjectRow, (org, other))
+                if row is None:
+                    continue
+                kept = (
+                    "published"
+                    if row.published
+                    else "in_use"
+                    if self._in_use(session, org, other)
+                    else "held_by_another_job"
+                    if select_jobs_of(session, org, other)
+                    else ""
+                )
+                if not kept:  # on the trail before it is made, as every deletion is
+                    audit.record(
+                        session, "training.artifact.deleted", org=org, subject=row.id,
+                        code="cascaded",
+                    )  # fmt: skip
+            if not kept:
+                self._erase(org, other)
+            cascaded.append(artifact_service_pb2.Cascaded(sha256=other, kind=kind, kept=kept))
+        return cascaded
+
+    def _erase(self, org: str, sha256: str) -> None:
+        """One object gone: its bytes, its row, its job links and provenance, each
+        producing job's request (left as a tombstone), and a digest that remembers the
+        deletion without the hash."""
         self._objects.delete(org, sha256)
 
         def work() -> None:
             with self._store.unit() as session:
-                for link in session.scalars(
-                    sa.select(JobArtifactRow).where(
-                        JobArtifactRow.org == org, JobArtifactRow.sha256 == sha256
-                    )
-                ).all():
-                    job = session.get(JobRow, link.job_id, with_for_update=True)
-                    for record in session.scalars(
-                        sa.select(ProvenanceRow).where(ProvenanceRow.job_id == link.job_id)
-                    ):
-                        session.delete(record)
-                    for other in session.scalars(
-                        sa.select(JobArtifactRow).where(
-                            JobArtifactRow.org == org, JobArtifactRow.job_id == link.job_id
+                for job_id in select_jobs_of(session, org, sha256):
+                    job = session.get(JobRow, job_id, with_for_update=True)
+                    session.execute(sa.delete(ProvenanceRow).where(ProvenanceRow.job_id == job_id))
+                    session.execute(
+                        sa.delete(JobArtifactRow).where(
+                            JobArtifactRow.org == org, JobArtifactRow.job_id == job_id
                         )
-                    ):
-                        session.delete(other)
+                    )
                     if job is not None:
                         lifecycle.tombstone(session, job)
                 session.execute(
                     sa.delete(ObjectRow).where(ObjectRow.org == org, ObjectRow.sha256 == sha256)
                 )
+                digest = deleted_digest(self._org_key(session, org), sha256)
+                if session.get(DeletedObjectRow, (org, digest)) is None:
+                    session.add(DeletedObjectRow(org=org, digest=digest, delete_time=self._now()))
 
         self._retry(work)
 
@@ -608,6 +664,17 @@ class ArtifactService:
                 self._remove(org, sha256)
                 expired += 1
         return expired, lapsed
+
+
+def select_jobs_of(session: Session, org: str, sha256: str) -> list[str]:
+    """The jobs that name the object as one they produced."""
+    return list(
+        session.scalars(
+            sa.select(JobArtifactRow.job_id).where(
+                JobArtifactRow.org == org, JobArtifactRow.sha256 == sha256
+            )
+        )
+    )
 
 
 def _provenance_proto(row: ProvenanceRow) -> provenance_pb2.ProvenanceRecord:

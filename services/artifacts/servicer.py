@@ -98,12 +98,14 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
     async def DeleteArtifact(
         self, request: artifact_service_pb2.DeleteArtifactRequest, ctx: Ctx
     ) -> artifact_service_pb2.DeleteArtifactResponse:
-        deleted = await asyncio.to_thread(
+        cascaded = await asyncio.to_thread(
             lambda: self._service.delete(
                 context.principal(), request.sha256, request_id=context.request_id.get()
             )
         )
-        return artifact_service_pb2.DeleteArtifactResponse(sha256=request.sha256, deleted=deleted)
+        return artifact_service_pb2.DeleteArtifactResponse(
+            sha256=request.sha256, deleted=True, cascaded=cascaded
+        )
 
     async def ListJobArtifacts(
         self, request: artifact_service_pb2.ListJobArtifactsRequest, ctx: Ctx
@@ -116,7 +118,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
     async def DeleteJobArtifact(
         self, request: artifact_service_pb2.DeleteJobArtifactRequest, ctx: Ctx
     ) -> artifact_service_pb2.DeleteJobArtifactResponse:
-        deleted = await asyncio.to_thread(
+        cascaded = await asyncio.to_thread(
             lambda: self._service.delete(
                 context.principal(),
                 request.sha256,
@@ -125,7 +127,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
             )
         )
         return artifact_service_pb2.DeleteJobArtifactResponse(
-            sha256=request.sha256, deleted=deleted
+            sha256=request.sha256, deleted=True, cascaded=cascaded
         )
 
     async def GetJobProvenance(

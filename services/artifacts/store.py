@@ -6,8 +6,9 @@ import datetime as dt
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from services.core import lifecycle
 from services.core.store import Base, UtcDateTime
 
 
@@ -81,3 +82,40 @@ class ProvenanceRow(Base):
     training_config_sha256: Mapped[str] = mapped_column(sa.String(64))
     created_at: Mapped[str] = mapped_column(sa.String(32))
     schema_version: Mapped[int] = mapped_column(sa.Integer())
+
+
+class DeletedObjectRow(Base):
+    """An object the org deleted, so a repeated DELETE answers as done. Known by a keyed
+    digest of its hash, never the hash: the deletion leaves no trace of it."""
+
+    __tablename__ = "deleted_objects"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    digest: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    delete_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def in_use(session: Session, org: str, sha256: str) -> bool:
+    """Whether a job that has not ended reads the object (HIP-1333 §6)."""
+    return (
+        session.scalar(
+            sa.select(lifecycle.JobRow.id)
+            .where(
+                lifecycle.JobRow.org == org,
+                lifecycle.JobRow.reads_sha256 == sha256,
+                lifecycle.JobRow.status.not_in(lifecycle.TERMINAL),
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
+    """Stored and not past its retention, evaluated on every read: an expired object
+    reads as gone before the sweep deletes it, unless it is published or in use."""
+    if row is None or row.status != "stored":
+        return False
+    if row.expires_at is None or row.expires_at > now or row.published:
+        return True
+    return in_use(session, row.org, row.sha256)

@@ -62,6 +62,35 @@ _PROGRESS_FIELDS = {
     "tokens_per_second": "tokens_per_second",
 }
 STOPPING = frozenset({"cancelling", "cancelled", "stopped", "failed", "succeeded", "rejected"})
+# What a user reads for each failure code an executor reports: (category, message).
+FAILURES = {
+    "trainer_failed": ("trainer", "The trainer exited without a result; see the job's log events."),
+    "trainer_no_result": (
+        "trainer",
+        "The trainer ended without a result; see the job's log events.",
+    ),
+    "executor_failed": ("executor", "The executor failed while running the task; retry the job."),
+    "input_unavailable": (
+        "platform",
+        "The executor could not read the job's dataset snapshot or saved state; retry the job.",
+    ),
+    "artifact_upload_failed": (
+        "platform",
+        "The object store refused the run's output or stayed unreachable; retry the job "
+        "(with resume_from_checkpoint when a state was saved).",
+    ),
+    "artifact_rejected": (
+        "platform",
+        "The run's output did not read back as it was uploaded and was discarded; retry the job.",
+    ),
+    "artifact_pending_limit": (
+        "limit",
+        "The org holds too many granted, unconfirmed upload bytes to store the run's output; "
+        "confirm them or let their grants lapse, then retry the job.",
+    ),
+}
+# Refusals of another service that a later try may not meet.
+TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +138,20 @@ class Offer:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Effects:
+    """What ArtifactService made of a report's outputs before it is applied."""
+
+    # The provenance record of each finished run's output, by its sha256.
+    provenance: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Outputs that did not read back as uploaded (deleted by ArtifactService).
+    refused: set[str] = dataclasses.field(default_factory=set)
+
+    def refuses(self, event: task_pb2.TaskEvent) -> bool:
+        named = event.sha256 if event.type == "artifact" else event.result.sha256
+        return event.type in ("artifact", "result") and named in self.refused
 
 
 def lease_sha256(token: str) -> str:
@@ -235,8 +278,11 @@ class ClaimService:
             else:
                 query = query.where(TaskRow.org == principal.org, TaskRow.machine == offer.machine)
             for task in session.scalars(query).all():
-                job = session.get(JobRow, task.job_id)
-                assert job is not None
+                # Every other writer locks the job before its tasks: take it without
+                # waiting, or leave the task to a later claim.
+                job = session.get(JobRow, task.job_id, with_for_update={"skip_locked": True})
+                if job is None:
+                    continue
                 device = self._fit(job, offer)
                 if device is None:
                     continue
@@ -271,6 +317,7 @@ class ClaimService:
                 session.flush()
                 answer = self._task_proto(task, token)
                 answer.resume_from, answer.resume_step = resume
+                answer.snapshot = job.dataset_sha256
                 return claim_service_pb2.ClaimTaskResponse(
                     org=job.org,
                     task=answer,
@@ -309,7 +356,7 @@ class ClaimService:
         return task_pb2.Task(
             id=task.id, job=task.job_id, role=task.role, lease=token, coordinator=task.coordinator,
             device=task.device, devices=task.devices, held=task.held,
-            report=self._config.report_interval_seconds, epoch=task.epoch, rank=task.position,
+            report=self._config.report_seconds, epoch=task.epoch, rank=task.position,
             world_size=task.world_size, attempt_number=task.attempt_number,
         )  # fmt: skip
 
@@ -323,14 +370,23 @@ class ClaimService:
         token: str,
         events: Sequence[task_pb2.TaskEvent],
     ) -> claim_service_pb2.ReportTaskResponse:
-        """Apply a report's new events once each, in order, under the task's lease."""
+        """Apply a report's new events once each, in order, under the task's lease. When
+        a side effect cannot be made now (the object store or ArtifactService is down),
+        the report still renews the lease and is refused UNAVAILABLE: the executor sends
+        it again, and the task lives as long as it keeps trying."""
         if len(events) > MAX_EVENTS:
             raise errors.ValidationError("events", f"must hold at most {MAX_EVENTS} events")
         for event in events:
             _check_event(event)
-        confirmed = self._side_effects(principal, job_id, task_id, token, events)
+        try:
+            effects = self._side_effects(principal, job_id, task_id, token, events)
+        except errors.DomainError as exc:
+            if exc.reason not in TRANSIENT:
+                raise
+            self._retry(lambda: self._renew(principal, job_id, task_id, token))
+            raise errors.Unavailable() from None
         outcome = self._retry(
-            lambda: self._apply(principal, job_id, task_id, token, events, confirmed)
+            lambda: self._apply(principal, job_id, task_id, token, events, effects)
         )
         if isinstance(outcome, errors.DomainError):
             raise outcome
@@ -343,39 +399,56 @@ class ClaimService:
         task_id: str,
         token: str,
         events: Sequence[task_pb2.TaskEvent],
-    ) -> dict[str, str]:
+    ) -> Effects:
         """What must reach ArtifactService before the report is applied: each new output
         read back, and a finished run's provenance. Both are idempotent, so a retried
-        report repeats them harmlessly."""
+        report repeats them harmlessly. An output that does not read back is refused for
+        good; anything that may pass later raises."""
         with self._store.unit(write=False) as session:
             task = self._task(session, principal, job_id, task_id)
             if not self._holds(task, token, self._now()):
-                return {}
+                return Effects()
             fresh = [e for e in events if e.seq > task.last_seq]
             job = session.get(JobRow, job_id)
             assert job is not None
             org, dataset, config_sha = task.org, job.dataset_sha256, job.spec_sha256
             base_model = str((job.spec or {}).get("base_model", ""))
-        confirmed: dict[str, str] = {}
+        effects = Effects()
         needs = [e.sha256 for e in fresh if e.type == "artifact"]
         needs += [e.result.sha256 for e in fresh if e.type == "result" and e.result.sha256]
         for sha in dict.fromkeys(needs):
             if self._artifacts is None:
                 raise errors.Unavailable()
-            self._artifacts.confirm(org, job_id, sha)
+            try:
+                self._artifacts.confirm(org, job_id, sha)
+            except errors.DomainError as exc:
+                if exc.reason in TRANSIENT:
+                    raise
+                log.warning("job %s: an output was refused at read-back (%s)", job_id, exc.reason)
+                effects.refused.add(sha)
         for event in fresh:
-            if event.type == "result" and event.result.sha256 and self._artifacts is not None:
+            sha = event.result.sha256
+            if event.type == "result" and sha and sha not in effects.refused:
+                assert self._artifacts is not None
                 record = self._artifacts.record_provenance(
                     org,
                     provenance_pb2.ProvenanceRecord(
                         job_id=job_id, dataset_sha256=event.result.dataset_sha256 or dataset,
-                        artifact_sha256=event.result.sha256, base_model_id=base_model,
+                        artifact_sha256=sha, base_model_id=base_model,
                         base_model_sha256=event.result.base_sha256,
                         training_config_sha256=event.result.training_config_sha256 or config_sha,
                     ),
                 )  # fmt: skip
-                confirmed[event.result.sha256] = record.id
-        return confirmed
+                effects.provenance[sha] = record.id
+        return effects
+
+    def _renew(self, principal: Principal, job_id: str, task_id: str, token: str) -> None:
+        """Extend a held lease and nothing else: the executor is alive and trying."""
+        now = self._now()
+        with self._store.unit() as session:
+            task = self._task(session, principal, job_id, task_id, lock=True)
+            if self._holds(task, token, now):
+                task.lease_expires, task.report_time = now + self.ttl, now
 
     def _task(
         self,
@@ -387,7 +460,7 @@ class ClaimService:
         lock: bool = False,
     ) -> TaskRow:
         task = (
-            session.get(TaskRow, task_id, with_for_update=lock)
+            session.get(TaskRow, task_id, with_for_update=lock, populate_existing=lock)
             if ids.is_id(task_id, "tsk")
             else None
         )
@@ -406,13 +479,15 @@ class ClaimService:
         task_id: str,
         token: str,
         events: Sequence[task_pb2.TaskEvent],
-        provenance_ids: dict[str, str],
+        effects: Effects,
     ) -> claim_service_pb2.ReportTaskResponse | errors.DomainError:
         now = self._now()
         with self._store.unit() as session:
-            task = self._task(session, principal, job_id, task_id, lock=True)
+            self._task(session, principal, job_id, task_id)
+            # The job's row lock first, as every writer of its events takes it.
             job = session.get(JobRow, job_id, with_for_update=True)
             assert job is not None
+            task = self._task(session, principal, job_id, task_id, lock=True)
             if job.status in lifecycle.TERMINAL and job.status != "failed":
                 # The job ended: the report records nothing and learns the status.
                 return self._ack(task, job)
@@ -423,11 +498,7 @@ class ClaimService:
                     and task.lease_expires <= now
                 ):
                     self._lose(session, task, job)
-                return errors.DomainError(
-                    "The lease is not the task's current one; stop the task.",
-                    reason="LEASE_LOST",
-                    code=errors.Conflict.code,
-                )
+                return _lease_lost()
             task.lease_expires, task.report_time = now + self.ttl, now
             attempt = lifecycle.current_attempt(session, job)
             metrics: list[task_pb2.TaskEvent] = []
@@ -440,7 +511,10 @@ class ClaimService:
                     if metrics:  # keep progress in order with the statuses around it
                         self._metrics(session, task, job, attempt, metrics)
                         metrics = []
-                    self._event(session, task, job, attempt, event, provenance_ids)
+                    if effects.refuses(event):
+                        self._fail(session, task, job, attempt, "artifact_rejected")
+                    else:
+                        self._event(session, task, job, attempt, event, effects.provenance)
                 task.last_seq = event.seq
                 if job.status in lifecycle.TERMINAL:
                     break
@@ -504,7 +578,7 @@ class ClaimService:
             if status == "done":
                 task.status, task.end_time = "done", self._now()
             else:
-                self._fail(session, task, job, attempt, event.error or f"join_{status}", "trainer")
+                self._fail(session, task, job, attempt, event.error or f"join_{status}")
             return
         if status == "accepted":
             lifecycle.move_attempt(session, job, attempt, "accepted")
@@ -522,9 +596,9 @@ class ClaimService:
             self._finish(session, job, attempt, "cancelled")
         elif status == "stopped":
             code = event.error if CODE.match(event.error or "") else "stopped"
-            self._fail(session, task, job, attempt, code, "limit", job_status="stopped")
+            self._fail(session, task, job, attempt, code, job_status="stopped")
         elif status == "failed":
-            self._fail(session, task, job, attempt, event.error or "trainer_failed", "trainer")
+            self._fail(session, task, job, attempt, event.error or "trainer_failed")
 
     def _metrics(
         self,
@@ -631,17 +705,17 @@ class ClaimService:
         lifecycle.end_tasks(session, job, "done")
 
     def _fail(
-        self, session: Session, task: TaskRow, job: JobRow, attempt: AttemptRow, code: str, category: str,
+        self, session: Session, task: TaskRow, job: JobRow, attempt: AttemptRow, code: str,
         *, job_status: str = "failed",
     ) -> None:  # fmt: skip
         code = code if CODE.match(code) else "trainer_failed"
-        failure = (
-            code,
-            category,
-            "The run failed; see the job's events."
-            if category != "limit"
-            else "The run reached a bound.",
-        )
+        if job_status == "stopped":
+            failure = (code, "limit", "The run reached a bound.")
+        else:
+            category, message = FAILURES.get(
+                code, ("trainer", "The run failed; see the job's events.")
+            )
+            failure = (code, category, message)
         lifecycle.move_attempt(session, job, attempt, "failed", failure=failure)
         if job.status == "cancelling":
             lifecycle.move_job(session, job, "cancelled", reason="run_cancelled")
@@ -680,11 +754,15 @@ class ClaimService:
                     .limit(100)
                     .with_for_update(skip_locked=True)
                 ).all()
+                lost = 0
                 for task in lapsed:
-                    job = session.get(JobRow, task.job_id, with_for_update=True)
-                    assert job is not None
-                    self._lose(session, task, job)
-                return len(lapsed)
+                    # Taken without waiting, as a claim does: a writer holding the job
+                    # locks its tasks next, so waiting here could deadlock with it.
+                    job = session.get(JobRow, task.job_id, with_for_update={"skip_locked": True})
+                    if job is not None:
+                        self._lose(session, task, job)
+                        lost += 1
+                return lost
 
         return self._retry(work)
 
@@ -716,41 +794,51 @@ class ClaimService:
 
         def work() -> None:
             with self._store.unit() as session:
-                task = (
-                    session.get(TaskRow, task_id, with_for_update=True)
-                    if ids.is_id(task_id, "tsk")
-                    else None
-                )
-                if (
-                    task is None
-                    or not self._may_act(principal, task)
-                    or not self._holds(task, token, self._now())
-                ):
-                    raise errors.DomainError(
-                        "The lease is not held.", reason="LEASE_LOST", code=errors.Conflict.code
-                    )
-                job = session.get(JobRow, task.job_id)
-                assert job is not None
+                found = session.get(TaskRow, task_id) if ids.is_id(task_id, "tsk") else None
+                if found is None or not self._may_act(principal, found):
+                    raise _lease_lost()
+                job = session.get(JobRow, found.job_id, with_for_update=True)
+                task = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
+                assert job is not None and task is not None
+                if not self._holds(task, token, self._now()):
+                    raise _lease_lost()
                 task.status, task.lease_sha256, task.executor_id = "open", "", ""
                 if task.role == "lead":
                     attempt = lifecycle.current_attempt(session, job)
-                    if attempt.status == "leased":
-                        attempt.status = "queued"
+                    lifecycle.move_attempt(session, job, attempt, "queued")
 
         self._retry(work)
+
+    def _held_task(
+        self, principal: Principal, job_id: str, task_id: str, token: str
+    ) -> tuple[str, set[str]]:
+        """For a call an executor makes under its lease (a registration, an input read):
+        the lease renewed, and the task's org and the objects it may read."""
+        now = self._now()
+        with self._store.unit() as session:
+            task = self._task(session, principal, job_id, task_id, lock=True)
+            if not self._holds(task, token, now):
+                raise _lease_lost()
+            task.lease_expires, task.report_time = now + self.ttl, now
+            job = session.get(JobRow, job_id)
+            assert job is not None
+            return task.org, self._inputs(session, job)
+
+    @staticmethod
+    def _inputs(session: Session, job: JobRow) -> set[str]:
+        """What a task of the job reads: its dataset snapshot and, for an attempt that
+        resumes, the state it continues from."""
+        found = {job.dataset_sha256}
+        if lifecycle.current_attempt(session, job).resume_from_checkpoint and job.result:
+            found.add(str(job.result.get("checkpoint_sha256", "")))
+        return found - {""}
 
     def register_artifact(
         self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest
     ) -> artifact_pb2.Grant:
-        with self._store.unit(write=False) as session:
-            task = self._task(session, principal, request.id, request.task)
-            if not self._holds(task, request.lease, self._now()):
-                raise errors.DomainError(
-                    "The lease is not the task's current one.",
-                    reason="LEASE_LOST",
-                    code=errors.Conflict.code,
-                )
-            org = task.org
+        org, _ = self._retry(
+            lambda: self._held_task(principal, request.id, request.task, request.lease)
+        )
         if self._artifacts is None:
             raise errors.Unavailable()
         return self._artifacts.grant(
@@ -761,12 +849,32 @@ class ClaimService:
             ),
         )  # fmt: skip
 
+    def read_input(
+        self, principal: Principal, request: claim_service_pb2.ReadTaskInputRequest
+    ) -> artifact_pb2.Artifact:
+        org, inputs = self._retry(
+            lambda: self._held_task(principal, request.id, request.task, request.lease)
+        )
+        if request.sha256 not in inputs:
+            raise errors.NotFound()
+        if self._artifacts is None:
+            raise errors.Unavailable()
+        return self._artifacts.describe(org, request.sha256)
+
     def job_of(self, task_id: str) -> str:
         with self._store.unit(write=False) as session:
             task = session.get(TaskRow, task_id) if ids.is_id(task_id, "tsk") else None
             if task is None:
                 raise errors.NotFound()
             return task.job_id
+
+
+def _lease_lost() -> errors.DomainError:
+    return errors.DomainError(
+        "The lease is not the task's current one; stop the task.",
+        reason="LEASE_LOST",
+        code=errors.Conflict.code,
+    )
 
 
 def _check_event(event: task_pb2.TaskEvent) -> None:

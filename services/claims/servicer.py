@@ -66,6 +66,11 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
             self._service.register_artifact, context.principal(), request
         )
 
+    async def ReadTaskInput(
+        self, request: claim_service_pb2.ReadTaskInputRequest, ctx: Ctx
+    ) -> artifact_pb2.Artifact:
+        return await asyncio.to_thread(self._service.read_input, context.principal(), request)
+
     # -- the stream ----------------------------------------------------------------------
 
     async def Connect(

@@ -3,12 +3,15 @@ org the work belongs to (`x-org-id`), exactly as N replicas behind Envoy would."
 
 from __future__ import annotations
 
+import io
 from urllib.parse import urlsplit
 
 import grpc
+import httpx
 
 from services.core import errors
 from services.core.config import Config
+from trainyard import uploads
 from trainyard.artifact.v1 import (
     artifact_pb2,
     artifact_service_pb2,
@@ -29,7 +32,8 @@ def acting_in(config: Config, org: str) -> list[tuple[str, str]]:
 
 
 class ArtifactReader:
-    """Reads an org's uploaded bytes from ArtifactService (the one way JobService sees them)."""
+    """JobService's calls to ArtifactService: it reads an org's uploaded rows, and keeps a
+    job's dataset snapshot as an object the job holds."""
 
     def __init__(self, config: Config) -> None:
         self._config = config
@@ -62,6 +66,31 @@ class ArtifactReader:
             raise errors.Unavailable() from None
         return b"".join(chunks)
 
+    def keep(self, org: str, job_id: str, sha256: str, data: bytes) -> None:
+        """Store bytes a job made (its dataset snapshot) the way an executor stores an
+        output: granted, put, read back. A store that cannot be reached is UNAVAILABLE."""
+        metadata = acting_in(self._config, org)
+        try:
+            grant = self._stub.GrantJobArtifact(
+                artifact_service_pb2.GrantJobArtifactRequest(
+                    job_id=job_id, kind="snapshot", name="snapshot", sha256=sha256, size=len(data)
+                ),
+                metadata=metadata,
+                timeout=60,
+            )
+            if not grant.stored:
+                with httpx.Client(timeout=uploads.TIMEOUT) as http:
+                    uploads.put(http, grant, io.BytesIO(data))
+            self._stub.ConfirmJobArtifact(
+                artifact_service_pb2.ConfirmJobArtifactRequest(job_id=job_id, sha256=sha256),
+                metadata=metadata,
+                timeout=300,
+            )
+        except grpc.RpcError as exc:
+            raise _domain_error(exc) from None
+        except httpx.HTTPError:
+            raise errors.Unavailable() from None
+
     def close(self) -> None:
         self._channel.close()
 
@@ -91,6 +120,11 @@ class ArtifactClient:
     def confirm(self, org: str, job_id: str, sha256: str) -> artifact_pb2.Artifact:
         request = artifact_service_pb2.ConfirmJobArtifactRequest(job_id=job_id, sha256=sha256)
         return self._call("ConfirmJobArtifact", request, org)  # type: ignore[return-value]
+
+    def describe(self, org: str, sha256: str) -> artifact_pb2.Artifact:
+        """One of the org's objects with a short-lived download URL."""
+        request = artifact_service_pb2.GetArtifactRequest(sha256=sha256)
+        return self._call("GetArtifact", request, org)  # type: ignore[return-value]
 
     def record_provenance(
         self, org: str, record: provenance_pb2.ProvenanceRecord

@@ -13,6 +13,10 @@ from pathlib import Path
 from services.core import keys
 
 
+class ConfigError(ValueError):
+    """A setting the system cannot run with; the message names it and says why."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Everything a Trainyard process reads from its environment."""
@@ -35,6 +39,9 @@ class Config:
     grant_seconds: int = 7200
     # Seconds between retention sweeps (hourly); tests set it lower.
     sweep_interval_seconds: int = 3600
+    # How long the gateway keeps a request with nothing moving open (a long poll, a
+    # stalled upload); the executors' stream is exempt and kept alive by HTTP/2 pings.
+    gateway_idle_timeout_seconds: int = 300
     s3_endpoint: str = ""
     # The S3 address presigned URLs name, for clients that reach the store another way.
     s3_public_endpoint: str = ""
@@ -69,6 +76,23 @@ class Config:
     def master_key(self) -> bytes:
         return keys.master_key(self.master_key_path, self.master_key_hex)
 
+    @property
+    def report_seconds(self) -> int:
+        """The most seconds an executor lets pass between its reports: the configured
+        interval, and at most a third of the lease TTL, so a task outlives two missed
+        heartbeats (HIP-1333 §5 answers it as the task's `report`)."""
+        return min(self.report_interval_seconds, self.lease_ttl_seconds // 3)
+
+    def check(self) -> None:
+        """Refuse a configuration the system cannot keep its promises under."""
+        if self.report_interval_seconds < 1:
+            raise ConfigError("TRAINYARD_REPORT_INTERVAL_SECONDS must be at least 1.")
+        if self.report_seconds < 1:
+            raise ConfigError(
+                "TRAINYARD_LEASE_TTL_SECONDS must be at least 3: executors report at most "
+                "once a second, and a lease must outlive three report intervals."
+            )
+
     def port_for(self, service: str) -> int:
         return int(self.service_ports.get(service, 0))
 
@@ -83,7 +107,7 @@ class Config:
         home = Path(env.get("TRAINYARD_HOME") or "./.trainyard").resolve()
         gateway_port = num("GATEWAY_PORT", 8080)
         gateway_host = env.get("TRAINYARD_GATEWAY_HOST") or "127.0.0.1"
-        return cls(
+        config = cls(
             home=home,
             database_url=env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{home / 'trainyard.db'}",
             gateway_host=gateway_host,
@@ -102,6 +126,7 @@ class Config:
             retention_days=num("RETENTION_DAYS", int(env.get("TRAIN_RETENTION_DAYS") or 30)),
             grant_seconds=num("GRANT_SECONDS", 7200),
             sweep_interval_seconds=num("SWEEP_INTERVAL_SECONDS", 3600),
+            gateway_idle_timeout_seconds=num("GATEWAY_IDLE_TIMEOUT_SECONDS", 300),
             s3_endpoint=env.get("TRAINYARD_S3_ENDPOINT", ""),
             s3_public_endpoint=env.get("TRAINYARD_S3_PUBLIC_ENDPOINT", ""),
             s3_region=env.get("TRAINYARD_S3_REGION") or "us-east-1",
@@ -117,3 +142,5 @@ class Config:
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
         )
+        config.check()
+        return config

@@ -5,7 +5,7 @@ Every service that changes a job's status does it here, inside its own transacti
 the job row's version checked, so two writers cannot both move one job. A move to the
 state the job is already in is a no-op; any move the tables below do not allow is
 `INVALID_TRANSITION`. Terminal states never change, except that an explicit retry starts
-a new attempt of a `succeeded`, `failed` or `cancelled` job.
+a new attempt of a `failed` or `cancelled` job.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ TERMINAL = frozenset({"succeeded", "rejected", "failed", "cancelled", "stopped"}
 
 JOB_MOVES: dict[str, frozenset[str]] = {
     "queued": frozenset({"preparing", "failed", "cancelled", "stopped"}),
-    "preparing": frozenset({"running", "failed", "cancelled", "stopped"}),
+    # `cancelling` once an executor holds the task: the cancel must reach it first.
+    "preparing": frozenset({"running", "cancelling", "failed", "cancelled", "stopped"}),
     "running": frozenset({"evaluating", "finalizing", "cancelling", "failed", "stopped"}),
     "evaluating": frozenset({"finalizing", "cancelling", "failed", "stopped"}),
     "finalizing": frozenset({"succeeded", "rejected", "failed"}),
@@ -32,12 +33,14 @@ JOB_MOVES: dict[str, frozenset[str]] = {
     **{state: frozenset() for state in TERMINAL},
 }
 JOB_STATES = frozenset(JOB_MOVES)
-RETRYABLE = frozenset({"succeeded", "failed", "cancelled"})
+# `002_…` "Retry explícito": only a failed or cancelled job is run again.
+RETRYABLE = frozenset({"failed", "cancelled"})
 
 ATTEMPT_TERMINAL = frozenset({"succeeded", "failed", "cancelled", "expired"})
 ATTEMPT_MOVES: dict[str, frozenset[str]] = {
     "queued": frozenset({"leased", "failed", "cancelled"}),
-    "leased": frozenset({"accepted", "started", "failed", "cancelled", "expired"}),
+    # Back to `queued` when the executor gives its task back unrun.
+    "leased": frozenset({"queued", "accepted", "started", "failed", "cancelled", "expired"}),
     "accepted": frozenset({"started", "failed", "cancelled", "expired"}),
     "started": frozenset({"finalizing", "succeeded", "failed", "cancelled", "expired"}),
     "finalizing": frozenset({"succeeded", "failed", "cancelled", "expired"}),
@@ -262,13 +265,15 @@ def check_job_move(current: str, target: str) -> bool:
     return True
 
 
-def cancel_plan(status: str) -> str:
-    """What a cancel does from `status`: `now` (nothing ran: cancelled at once),
-    `cooperative` (the trainer saves what it trained, via `cancelling`), or `noop`.
-    Raises JOB_FINALIZING or INVALID_TRANSITION where a cancel is refused."""
-    if status in ("queued", "preparing"):
+def cancel_plan(status: str, *, held: bool = False) -> str:
+    """What a cancel does from `status`: `now` (nothing runs: cancelled at once),
+    `cooperative` (an executor holds the task: the cancel reaches it through `cancelling`,
+    and a trainer saves what it trained), or `noop`. `held` says whether an executor holds
+    one of the job's tasks. Raises JOB_FINALIZING or INVALID_TRANSITION where a cancel is
+    refused."""
+    if status == "queued" or (status == "preparing" and not held):
         return "now"
-    if status in ("running", "evaluating"):
+    if status in ("preparing", "running", "evaluating"):
         return "cooperative"
     if status in ("cancelling", "cancelled"):
         return "noop"
@@ -277,6 +282,22 @@ def cancel_plan(status: str) -> str:
             "The job is finalizing; there is nothing left to stop.", reason="JOB_FINALIZING"
         )
     raise errors.InvalidTransition("The job has ended and cannot be cancelled.")
+
+
+def held(session: Session, job: JobRow) -> bool:
+    """Whether an executor holds a task of the job's current attempt."""
+    return (
+        session.scalar(
+            sa.select(TaskRow.id)
+            .where(
+                TaskRow.job_id == job.id,
+                TaskRow.attempt_number == job.attempt_count,
+                TaskRow.status == "leased",
+            )
+            .limit(1)
+        )
+        is not None
+    )
 
 
 def check_attempt_move(current: str, target: str) -> bool:

@@ -133,6 +133,18 @@ class Store:
         self.engine.dispose()
 
 
+# PostgreSQL's serialization failure and deadlock: the server rolled the transaction back
+# and it may simply run again.
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a database error only lost a race with another transaction."""
+    return isinstance(exc, sa.exc.DBAPIError) and (
+        getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
+    )
+
+
 def retrying(
     work: Callable[[], T],
     *,
@@ -140,11 +152,14 @@ def retrying(
     on: tuple[type[BaseException], ...] = (StaleDataError,),
 ) -> T:
     """Run a unit of work again when a concurrent writer changed its rows first (a row
-    version moved); CONFLICT once `attempts` all lost the race."""
+    version moved, a deadlock or serialization failure); CONFLICT once `attempts` all
+    lost the race."""
     for attempt in range(attempts):
         try:
             return work()
-        except on:
+        except Exception as exc:
+            if not (isinstance(exc, on) or transient(exc)):
+                raise
             if attempt == attempts - 1:
                 raise errors.Conflict() from None
     raise AssertionError("unreachable")

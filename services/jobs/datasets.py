@@ -55,6 +55,13 @@ class DatasetReader(Protocol):
     def read(self, org: str, sha256: str) -> bytes: ...
 
 
+class SnapshotKeeper(Protocol):
+    """Where a job's snapshot is kept as an object the job holds, so a retry reads the
+    same rows after the source is gone (ArtifactService, in the deployment)."""
+
+    def keep(self, org: str, job_id: str, sha256: str, data: bytes) -> None: ...
+
+
 # -- the fixture ---------------------------------------------------------------------------
 
 
@@ -239,6 +246,17 @@ def eval_ids(rows: Sequence[Row], loss_mask: str) -> set[str]:
     count = planning.eval_count(len(trainable))
     ranked = sorted(trainable, key=lambda row: hashlib.sha256(row.id.encode()).hexdigest())
     return {row.id for row in ranked[:count]}
+
+
+def read_snapshot(data: bytes) -> list[tuple[Row, str]]:
+    """A snapshot's rows and their frozen splits, as `build_snapshot` wrote them."""
+    items = []
+    for line in data.splitlines():
+        doc = json.loads(line)
+        messages = tuple((m["role"], m["content"]) for m in doc["messages"])
+        row = Row(doc["id"], doc["name"], tuple(doc["tags"]), messages)
+        items.append((row, str(doc["split"])))
+    return items
 
 
 def build_snapshot(rows: Sequence[Row], loss_mask: str) -> Snapshot:

@@ -38,6 +38,9 @@ T = TypeVar("T")
 
 MAX_DATASET_PAGE = 200
 MAX_EVENTS_PAGE = 500
+# A snapshotting job untouched this long is taken again (its preparer died or the store
+# did not answer).
+SNAPSHOT_STALL_SECONDS = 30
 _PROTO_JSON = {"preserving_proto_field_name": True}
 
 
@@ -70,12 +73,14 @@ class JobService:
         config: Config,
         tokens: PageTokens,
         reader: datasets.DatasetReader | None = None,
+        snapshots: datasets.SnapshotKeeper | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._config = config
         self._tokens = tokens
         self._reader = reader
+        self._snapshots = snapshots
 
     # -- transactions ----------------------------------------------------------------------
 
@@ -324,7 +329,7 @@ class JobService:
                 row = self._job(session, principal, job_id, lock=True)
                 refusal: errors.DomainError | None = None
                 try:
-                    plan = lifecycle.cancel_plan(row.status)
+                    plan = lifecycle.cancel_plan(row.status, held=lifecycle.held(session, row))
                 except errors.DomainError as exc:
                     plan, refusal = "refused", exc
                 if plan == "now":
@@ -387,9 +392,7 @@ class JobService:
                         )
                     return view.job_proto(session, row), _attempt_proto(earlier)
                 if row.status not in lifecycle.RETRYABLE or row.deleted:
-                    raise errors.InvalidTransition(
-                        "Only a succeeded, failed or cancelled job can be retried."
-                    )
+                    raise errors.InvalidTransition("Only a failed or cancelled job can be retried.")
                 checkpoint = (row.result or {}).get("checkpoint_sha256", "")
                 if resume and not checkpoint:
                     raise errors.FailedPrecondition(
@@ -543,20 +546,37 @@ class JobService:
 
     def prepare_next(self) -> bool:
         """Move the oldest queued job into preparation and snapshot its dataset; False when
-        nothing was queued. Safe with several replicas: the row version decides."""
+        nothing was waiting. A job whose snapshotting stalled (its preparer died, or the
+        store was unreachable) is taken again once it has been quiet for a while. Safe with
+        several replicas: the job's row lock, taken first as every writer of its events
+        does, decides."""
+        stalled = utcnow() - dt.timedelta(seconds=SNAPSHOT_STALL_SECONDS)
         with self._store.unit() as session:
             row = session.scalar(
                 sa.select(JobRow)
-                .where(JobRow.status == "queued")
+                .where(
+                    sa.or_(
+                        JobRow.status == "queued",
+                        sa.and_(
+                            JobRow.status == "preparing",
+                            JobRow.dataset_sha256 == "",
+                            JobRow.update_time < stalled,
+                        ),
+                    )
+                )
                 .order_by(JobRow.create_time)
                 .limit(1)
+                .with_for_update(skip_locked=True)
             )
             if row is None:
                 return False
             job_id, org = row.id, row.org
             verified = bool(row.preparation and row.preparation.get("status") == "verified")
             try:
-                lifecycle.move_job(session, row, "preparing", reason="preparation_started")
+                if row.status == "preparing":
+                    row.update_time = utcnow()  # taken again: quiet for another while
+                else:
+                    lifecycle.move_job(session, row, "preparing", reason="preparation_started")
                 if verified:
                     lifecycle.open_tasks(session, row)  # a retry reads the snapshot it had
                 else:
@@ -572,7 +592,14 @@ class JobService:
                 datasets.load(job.dataset.uri, org, self._reader), job.dataset.tags
             )
             snapshot = datasets.build_snapshot(rows, job.objective.loss_mask)
+            if self._snapshots is not None:
+                self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
         except errors.DomainError as exc:
+            if exc.reason == "UNAVAILABLE":
+                # Nothing is wrong with the input: the job stays snapshotting and is taken
+                # again once the store answers.
+                log.warning("job %s: the dataset could not be read or kept yet", job_id)
+                return True
             code = exc.reason.lower()
             retrying(lambda: self._preparation_failed(job_id, code))
             return True

@@ -9,7 +9,9 @@ import sqlalchemy as sa
 from google.protobuf import json_format, timestamp_pb2
 from sqlalchemy.orm import Session
 
+from services.artifacts.store import ObjectRow, readable
 from services.core.lifecycle import AttemptRow, JobRow
+from services.core.store import utcnow
 from services.jobs.store import SnapshotItemRow, SnapshotRow
 from trainyard.job.v1 import job_pb2
 
@@ -48,12 +50,14 @@ def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb
         json_format.ParseDict(prep, job.preparation, ignore_unknown_fields=True)
         if row.snapshot_time:
             job.preparation.snapshot_time.CopyFrom(ts(row.snapshot_time))
-    for name in ("progress", "outcome", "result"):
+    for name in ("progress", "outcome"):
         if (block := getattr(row, name)) is not None:
             json_format.ParseDict(block, getattr(job, name), ignore_unknown_fields=True)
     if row.evaluation is not None:
         json_format.ParseDict(row.evaluation, job.evaluation, ignore_unknown_fields=True)
-    job.model_available = row.model_available
+    if row.result is not None and _result_readable(session, row):
+        json_format.ParseDict(row.result, job.result, ignore_unknown_fields=True)
+        job.model_available = row.model_available
     job.failure_code, job.failure_category = row.failure_code, row.failure_category
     job.failure_message = row.failure_message
     job.attempt_count = row.attempt_count
@@ -64,6 +68,13 @@ def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb
     if preview and row.dataset_sha256:
         _preview(session, row, job)
     return job
+
+
+def _result_readable(session: Session, row: JobRow) -> bool:
+    """Whether the job's output can still be downloaded: its retention is evaluated on
+    every read, so an expired output reads as gone before the sweep deletes it."""
+    sha256 = str((row.result or {}).get("sha256", ""))
+    return not sha256 or readable(session, session.get(ObjectRow, (row.org, sha256)), utcnow())
 
 
 def _timing(session: Session, row: JobRow, timing: job_pb2.Timing) -> None:

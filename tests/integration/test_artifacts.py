@@ -259,9 +259,9 @@ def test_lapsed_grants_are_swept_and_audited_first(
             == 200
         )
         time.sleep(4.5)
-        admin = _admin(store)
+        operator = _operator(store)
         swept = org.stub.SweepArtifacts(
-            artifact_service_pb2.SweepArtifactsRequest(), metadata=admin, timeout=60
+            artifact_service_pb2.SweepArtifactsRequest(), metadata=operator, timeout=60
         )
         assert swept.lapsed >= 1
         assert stored_keys(seaweed, org.name) == []
@@ -277,9 +277,11 @@ def test_lapsed_grants_are_swept_and_audited_first(
         served.stop()
 
 
-def _admin(store: Store) -> list[tuple[str, str]]:
+def _operator(store: Store) -> list[tuple[str, str]]:
+    """A sweep is deployment-wide, so it is the operator's."""
     with store.unit() as session:
-        return [("authorization", f"Bearer {auth.create_key(session, org='ops', role='admin')[1]}")]
+        key = auth.create_key(session, org="ops", role="operator")[1]
+    return [("authorization", f"Bearer {key}")]
 
 
 ROWS = [
@@ -448,18 +450,27 @@ def test_a_job_output_with_provenance_and_its_deletion_cascade(
     listed = reader_org.call(
         "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job.id)
     ).artifacts  # type: ignore[attr-defined]
-    assert [(a.sha256, a.provenance_record_id, a.retention_policy) for a in listed] == [
-        (sha(output), record.id, "standard")
+    # The snapshot the job trained on is an object it holds too, beside its output.
+    assert sorted(
+        (a.kind, a.sha256, a.provenance_record_id, a.retention_policy) for a in listed
+    ) == [
+        ("checkpoint", sha(output), record.id, "standard"),
+        ("snapshot", snapshot, "", "standard"),
     ]
-    assert listed[0].HasField("expires_at") and listed[0].url
+    assert all(a.HasField("expires_at") and a.url for a in listed)
     got = reader_org.call(
         "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job.id)
     )  # type: ignore[attr-defined]
     assert got.created_at.endswith("Z") and got.schema_version == 1
 
     delete = artifact_service_pb2.DeleteJobArtifactRequest(id=job.id, sha256=sha(output))  # type: ignore[attr-defined]
-    assert reader_org.call("DeleteJobArtifact", delete).deleted
-    assert reader_org.call("DeleteJobArtifact", delete).deleted  # idempotent
+    first = reader_org.call("DeleteJobArtifact", delete)
+    # The cascade takes every object the job made: its snapshot went with its output.
+    assert first.deleted and [(c.sha256, c.kind, c.kept) for c in first.cascaded] == [
+        (snapshot, "snapshot", "")
+    ]
+    again = reader_org.call("DeleteJobArtifact", delete)
+    assert again.deleted and not again.cascaded  # idempotent
     hashes = [sha(output), config_sha, snapshot]
     answers = [
         json_format.MessageToJson(
@@ -526,7 +537,7 @@ def test_retention_is_evaluated_on_read_and_swept_unless_in_use(
         == kept
     )
     swept = reader_org.stub.SweepArtifacts(
-        artifact_service_pb2.SweepArtifactsRequest(), metadata=_admin(store)
+        artifact_service_pb2.SweepArtifactsRequest(), metadata=_operator(store)
     )
     assert swept.expired >= 1
     keys = stored_keys(seaweed, reader_org.name)

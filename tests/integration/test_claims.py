@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ import pytest
 import sqlalchemy as sa
 from google.protobuf import struct_pb2
 
+from infra.procs import free_port
+from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
 from services.core import audit, auth, lifecycle
 from services.core.config import Config
@@ -334,3 +337,43 @@ def test_the_stream_assigns_acks_and_resumes_after_a_reconnect(
 
 def _fields(message: claim_service_pb2.Hello) -> dict:  # type: ignore[type-arg]
     return {f.name: v for f, v in message.ListFields()}
+
+
+@pytest.fixture
+def claims_without_store(config: Config, store: Store) -> Iterator[ServiceThread]:
+    """ClaimService whose way to ArtifactService leads nowhere (the gateway or the
+    service is down), under a 6-second lease and the default report interval."""
+    with store.unit() as session:
+        service_key = auth.create_key(session, org="platform", role="platform")[1]
+    down = f"http://127.0.0.1:{free_port()}"
+    wired = dataclasses.replace(
+        config, lease_ttl_seconds=6, service_key=service_key, gateway_url=down
+    )
+    served = ServiceThread(lambda: build_claims(wired, store=store, port=0))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_a_report_that_cannot_be_applied_yet_keeps_the_lease(
+    creator, claims_without_store: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims_without_store, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    # The report interval follows the lease: at most a third of it, not the 20 s default.
+    assert claimed.task.report == 2
+
+    def expiry() -> object:
+        with store.unit(write=False) as session:
+            return session.get(lifecycle.TaskRow, claimed.task.id).lease_expires  # type: ignore[union-attr]
+
+    before = expiry()
+    time.sleep(0.2)
+    output = task_pb2.TaskEvent(seq=1, type="artifact", sha256="a" * 64)
+    assert wire.refused(claimed, output) == "UNAVAILABLE"
+    assert expiry() > before  # type: ignore[operator]
+    # Nothing was applied: the executor sends the same events again later.
+    assert wire.report(claimed).seq == 0
+    assert creator.get(job.id).status == "preparing"

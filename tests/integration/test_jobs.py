@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -14,9 +15,13 @@ from google.protobuf import json_format, struct_pb2
 from grpc_status import rpc_status
 
 from services.core import audit, lifecycle
+from services.core.auth import Principal
 from services.core.config import Config
+from services.core.pagetoken import PageTokens
 from services.core.store import Store
+from services.jobs.catalog import Catalog
 from services.jobs.server import build_server
+from services.jobs.service import JobService
 from tests.support import ServiceThread
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
 
@@ -426,3 +431,35 @@ def test_timing_measures_the_phases_it_can(acme: Api) -> None:
     cancelled = acme.call("CancelJob", job_service_pb2.CancelJobRequest(id=job.id))
     assert cancelled.timing.total_seconds >= job.timing.preparing_seconds
     assert not cancelled.timing.HasField("training_seconds")
+
+
+def race(*works: Callable[[], object]) -> list[BaseException]:
+    """Run the works at the same moment, each on a thread; what each raised."""
+    start = threading.Barrier(len(works))
+    failures: list[BaseException] = []
+
+    def run(work: Callable[[], object]) -> None:
+        start.wait()
+        try:
+            work()
+        except BaseException as exc:
+            failures.append(exc)
+
+    racers = [threading.Thread(target=run, args=(work,)) for work in works]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(30)
+    return failures
+
+
+def test_cancel_racing_preparation_always_answers(store: Store, config: Config) -> None:
+    """Cancel and preparation both write the job's events: each takes the job's row lock
+    first, so neither deadlocks the other (a deadlock once answered INTERNAL)."""
+    service = JobService(store, Catalog(), config, PageTokens(b"k" * 32))
+    acme = Principal(key_id="key_0123456789abcdef", org="acme", role="member")
+    for _ in range(200 if store.dialect == "postgresql" else 40):
+        job, _ = service.create(acme, FIXTURE, job_pb2.Job())
+        cancel = functools.partial(service.cancel, acme, job.id)
+        assert race(service.prepare_next, cancel) == []
+        assert service.get(acme, job.id).status == "cancelled"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gateway.render import render
 from infra.stack import _envoy_binary
 from services.core import errors, ids
-from services.core.config import Config
+from services.core.config import Config, ConfigError
 from services.core.pagetoken import PageTokens, page_size
 from trainyard.common.v1 import error_reason_pb2
 
@@ -117,3 +117,16 @@ def test_the_rendered_gateway_config_is_valid_for_envoy(tmp_path) -> None:  # ty
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("ttl", "interval", "report"), [("600", "", 20), ("6", "", 2), ("3", "", 1), ("60", "5", 5)]
+)
+def test_the_report_interval_follows_the_lease(ttl: str, interval: str, report: int) -> None:
+    env = {"TRAINYARD_LEASE_TTL_SECONDS": ttl, "TRAINYARD_REPORT_INTERVAL_SECONDS": interval}
+    assert Config.from_env(env).report_seconds == report
+
+
+def test_a_lease_too_short_for_three_reports_is_refused() -> None:
+    with pytest.raises(ConfigError, match="TRAINYARD_LEASE_TTL_SECONDS must be at least 3"):
+        Config.from_env({"TRAINYARD_LEASE_TTL_SECONDS": "2"})

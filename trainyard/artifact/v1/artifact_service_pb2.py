@@ -28,7 +28,7 @@ from trainyard.artifact.v1 import artifact_pb2 as trainyard_dot_artifact_dot_v1_
 from trainyard.artifact.v1 import provenance_pb2 as trainyard_dot_artifact_dot_v1_dot_provenance__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,trainyard/artifact/v1/artifact_service.proto\x12\x15trainyard.artifact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a&trainyard/artifact/v1/provenance.proto\"]\n\x15\x43reateArtifactRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x06sha256\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04size\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x02\"K\n\x14ListArtifactsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"x\n\x15ListArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\"*\n\x12GetArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"-\n\x15\x44\x65leteArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"9\n\x16\x44\x65leteArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\".\n\x16\x43onfirmArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"+\n\x17ListJobArtifactsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x18ListJobArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\"B\n\x18\x44\x65leteJobArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"<\n\x19\x44\x65leteJobArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"+\n\x17GetJobProvenanceRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xe9\x01\n\x17GrantJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x46\n\x04meta\x18\x07 \x03(\x0b\x32\x38.trainyard.artifact.v1.GrantJobArtifactRequest.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x19\x43onfirmJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"%\n\x13ReadArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"$\n\x14ReadArtifactResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"R\n\x17RecordProvenanceRequest\x12\x37\n\x06record\x18\x01 \x01(\x0b\x32\'.trainyard.artifact.v1.ProvenanceRecord\"\x17\n\x15SweepArtifactsRequest\"9\n\x16SweepArtifactsResponse\x12\x0f\n\x07\x65xpired\x18\x01 \x01(\x05\x12\x0e\n\x06lapsed\x18\x02 \x01(\x05\x32\xc6\r\n\x0f\x41rtifactService\x12|\n\x0e\x43reateArtifact\x12,.trainyard.artifact.v1.CreateArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/train/artifacts:\x01*\x12\x8a\x01\n\rListArtifacts\x12+.trainyard.artifact.v1.ListArtifactsRequest\x1a,.trainyard.artifact.v1.ListArtifactsResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/artifacts\x12\x82\x01\n\x0bGetArtifact\x12).trainyard.artifact.v1.GetArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/artifacts/{sha256}\x12\x96\x01\n\x0e\x44\x65leteArtifact\x12,.trainyard.artifact.v1.DeleteArtifactRequest\x1a-.trainyard.artifact.v1.DeleteArtifactResponse\"\'\x90\x02\x02\x82\xd3\xe4\x93\x02\x1e*\x1c/v1/train/artifacts/{sha256}\x12\x92\x01\n\x0f\x43onfirmArtifact\x12-.trainyard.artifact.v1.ConfirmArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"/\x82\xd3\xe4\x93\x02)\"$/v1/train/artifacts/{sha256}/confirm:\x01*\x12\x9d\x01\n\x10ListJobArtifacts\x12..trainyard.artifact.v1.ListJobArtifactsRequest\x1a/.trainyard.artifact.v1.ListJobArtifactsResponse\"(\x90\x02\x01\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/train/jobs/{id}/artifacts\x12\xa9\x01\n\x11\x44\x65leteJobArtifact\x12/.trainyard.artifact.v1.DeleteJobArtifactRequest\x1a\x30.trainyard.artifact.v1.DeleteJobArtifactResponse\"1\x90\x02\x02\x82\xd3\xe4\x93\x02(*&/v1/train/jobs/{id}/artifacts/{sha256}\x12\x96\x01\n\x10GetJobProvenance\x12..trainyard.artifact.v1.GetJobProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\")\x90\x02\x01\x82\xd3\xe4\x93\x02 \x12\x1e/v1/train/jobs/{id}/provenance\x12`\n\x10GrantJobArtifact\x12..trainyard.artifact.v1.GrantJobArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\x12g\n\x12\x43onfirmJobArtifact\x12\x30.trainyard.artifact.v1.ConfirmJobArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\x12i\n\x0cReadArtifact\x12*.trainyard.artifact.v1.ReadArtifactRequest\x1a+.trainyard.artifact.v1.ReadArtifactResponse0\x01\x12k\n\x10RecordProvenance\x12..trainyard.artifact.v1.RecordProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\x12m\n\x0eSweepArtifacts\x12,.trainyard.artifact.v1.SweepArtifactsRequest\x1a-.trainyard.artifact.v1.SweepArtifactsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,trainyard/artifact/v1/artifact_service.proto\x12\x15trainyard.artifact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a&trainyard/artifact/v1/provenance.proto\"]\n\x15\x43reateArtifactRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x06sha256\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04size\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x02\"K\n\x14ListArtifactsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"x\n\x15ListArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x03\"*\n\x12GetArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"-\n\x15\x44\x65leteArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"l\n\x16\x44\x65leteArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"6\n\x08\x43\x61scaded\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04kept\x18\x03 \x01(\t\".\n\x16\x43onfirmArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"+\n\x17ListJobArtifactsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x18ListJobArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\"B\n\x18\x44\x65leteJobArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"o\n\x19\x44\x65leteJobArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"+\n\x17GetJobProvenanceRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xe9\x01\n\x17GrantJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x46\n\x04meta\x18\x07 \x03(\x0b\x32\x38.trainyard.artifact.v1.GrantJobArtifactRequest.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x19\x43onfirmJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"%\n\x13ReadArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"$\n\x14ReadArtifactResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"R\n\x17RecordProvenanceRequest\x12\x37\n\x06record\x18\x01 \x01(\x0b\x32\'.trainyard.artifact.v1.ProvenanceRecord\"\x17\n\x15SweepArtifactsRequest\"9\n\x16SweepArtifactsResponse\x12\x0f\n\x07\x65xpired\x18\x01 \x01(\x05\x12\x0e\n\x06lapsed\x18\x02 \x01(\x05\x32\xc6\r\n\x0f\x41rtifactService\x12|\n\x0e\x43reateArtifact\x12,.trainyard.artifact.v1.CreateArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/train/artifacts:\x01*\x12\x8a\x01\n\rListArtifacts\x12+.trainyard.artifact.v1.ListArtifactsRequest\x1a,.trainyard.artifact.v1.ListArtifactsResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/artifacts\x12\x82\x01\n\x0bGetArtifact\x12).trainyard.artifact.v1.GetArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/artifacts/{sha256}\x12\x96\x01\n\x0e\x44\x65leteArtifact\x12,.trainyard.artifact.v1.DeleteArtifactRequest\x1a-.trainyard.artifact.v1.DeleteArtifactResponse\"\'\x90\x02\x02\x82\xd3\xe4\x93\x02\x1e*\x1c/v1/train/artifacts/{sha256}\x12\x92\x01\n\x0f\x43onfirmArtifact\x12-.trainyard.artifact.v1.ConfirmArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"/\x82\xd3\xe4\x93\x02)\"$/v1/train/artifacts/{sha256}/confirm:\x01*\x12\x9d\x01\n\x10ListJobArtifacts\x12..trainyard.artifact.v1.ListJobArtifactsRequest\x1a/.trainyard.artifact.v1.ListJobArtifactsResponse\"(\x90\x02\x01\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/train/jobs/{id}/artifacts\x12\xa9\x01\n\x11\x44\x65leteJobArtifact\x12/.trainyard.artifact.v1.DeleteJobArtifactRequest\x1a\x30.trainyard.artifact.v1.DeleteJobArtifactResponse\"1\x90\x02\x02\x82\xd3\xe4\x93\x02(*&/v1/train/jobs/{id}/artifacts/{sha256}\x12\x96\x01\n\x10GetJobProvenance\x12..trainyard.artifact.v1.GetJobProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\")\x90\x02\x01\x82\xd3\xe4\x93\x02 \x12\x1e/v1/train/jobs/{id}/provenance\x12`\n\x10GrantJobArtifact\x12..trainyard.artifact.v1.GrantJobArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\x12g\n\x12\x43onfirmJobArtifact\x12\x30.trainyard.artifact.v1.ConfirmJobArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\x12i\n\x0cReadArtifact\x12*.trainyard.artifact.v1.ReadArtifactRequest\x1a+.trainyard.artifact.v1.ReadArtifactResponse0\x01\x12k\n\x10RecordProvenance\x12..trainyard.artifact.v1.RecordProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\x12m\n\x0eSweepArtifacts\x12,.trainyard.artifact.v1.SweepArtifactsRequest\x1a-.trainyard.artifact.v1.SweepArtifactsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -82,35 +82,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETEARTIFACTREQUEST']._serialized_start=550
   _globals['_DELETEARTIFACTREQUEST']._serialized_end=595
   _globals['_DELETEARTIFACTRESPONSE']._serialized_start=597
-  _globals['_DELETEARTIFACTRESPONSE']._serialized_end=654
-  _globals['_CONFIRMARTIFACTREQUEST']._serialized_start=656
-  _globals['_CONFIRMARTIFACTREQUEST']._serialized_end=702
-  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_start=704
-  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_end=747
-  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_start=749
-  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_end=827
-  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_start=829
-  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_end=895
-  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_start=897
-  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_end=957
-  _globals['_GETJOBPROVENANCEREQUEST']._serialized_start=959
-  _globals['_GETJOBPROVENANCEREQUEST']._serialized_end=1002
-  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_start=1005
-  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_end=1238
-  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_start=1195
-  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_end=1238
-  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_start=1240
-  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_end=1299
-  _globals['_READARTIFACTREQUEST']._serialized_start=1301
-  _globals['_READARTIFACTREQUEST']._serialized_end=1338
-  _globals['_READARTIFACTRESPONSE']._serialized_start=1340
-  _globals['_READARTIFACTRESPONSE']._serialized_end=1376
-  _globals['_RECORDPROVENANCEREQUEST']._serialized_start=1378
-  _globals['_RECORDPROVENANCEREQUEST']._serialized_end=1460
-  _globals['_SWEEPARTIFACTSREQUEST']._serialized_start=1462
-  _globals['_SWEEPARTIFACTSREQUEST']._serialized_end=1485
-  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_start=1487
-  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_end=1544
-  _globals['_ARTIFACTSERVICE']._serialized_start=1547
-  _globals['_ARTIFACTSERVICE']._serialized_end=3281
+  _globals['_DELETEARTIFACTRESPONSE']._serialized_end=705
+  _globals['_CASCADED']._serialized_start=707
+  _globals['_CASCADED']._serialized_end=761
+  _globals['_CONFIRMARTIFACTREQUEST']._serialized_start=763
+  _globals['_CONFIRMARTIFACTREQUEST']._serialized_end=809
+  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_start=811
+  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_end=854
+  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_start=856
+  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_end=934
+  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_start=936
+  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_end=1002
+  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_start=1004
+  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_end=1115
+  _globals['_GETJOBPROVENANCEREQUEST']._serialized_start=1117
+  _globals['_GETJOBPROVENANCEREQUEST']._serialized_end=1160
+  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_start=1163
+  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_end=1396
+  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_start=1353
+  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_end=1396
+  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_start=1398
+  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_end=1457
+  _globals['_READARTIFACTREQUEST']._serialized_start=1459
+  _globals['_READARTIFACTREQUEST']._serialized_end=1496
+  _globals['_READARTIFACTRESPONSE']._serialized_start=1498
+  _globals['_READARTIFACTRESPONSE']._serialized_end=1534
+  _globals['_RECORDPROVENANCEREQUEST']._serialized_start=1536
+  _globals['_RECORDPROVENANCEREQUEST']._serialized_end=1618
+  _globals['_SWEEPARTIFACTSREQUEST']._serialized_start=1620
+  _globals['_SWEEPARTIFACTSREQUEST']._serialized_end=1643
+  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_start=1645
+  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_end=1702
+  _globals['_ARTIFACTSERVICE']._serialized_start=1705
+  _globals['_ARTIFACTSERVICE']._serialized_end=3439
 # @@protoc_insertion_point(module_scope)

@@ -55,12 +55,24 @@ class DeleteArtifactRequest(_message.Message):
     def __init__(self, sha256: _Optional[str] = ...) -> None: ...
 
 class DeleteArtifactResponse(_message.Message):
-    __slots__ = ("sha256", "deleted")
+    __slots__ = ("sha256", "deleted", "cascaded")
     SHA256_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    CASCADED_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     deleted: bool
-    def __init__(self, sha256: _Optional[str] = ..., deleted: _Optional[bool] = ...) -> None: ...
+    cascaded: _containers.RepeatedCompositeFieldContainer[Cascaded]
+    def __init__(self, sha256: _Optional[str] = ..., deleted: _Optional[bool] = ..., cascaded: _Optional[_Iterable[_Union[Cascaded, _Mapping]]] = ...) -> None: ...
+
+class Cascaded(_message.Message):
+    __slots__ = ("sha256", "kind", "kept")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    kind: str
+    kept: str
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., kept: _Optional[str] = ...) -> None: ...
 
 class ConfirmArtifactRequest(_message.Message):
     __slots__ = ("sha256",)
@@ -89,12 +101,14 @@ class DeleteJobArtifactRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class DeleteJobArtifactResponse(_message.Message):
-    __slots__ = ("sha256", "deleted")
+    __slots__ = ("sha256", "deleted", "cascaded")
     SHA256_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    CASCADED_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     deleted: bool
-    def __init__(self, sha256: _Optional[str] = ..., deleted: _Optional[bool] = ...) -> None: ...
+    cascaded: _containers.RepeatedCompositeFieldContainer[Cascaded]
+    def __init__(self, sha256: _Optional[str] = ..., deleted: _Optional[bool] = ..., cascaded: _Optional[_Iterable[_Union[Cascaded, _Mapping]]] = ...) -> None: ...
 
 class GetJobProvenanceRequest(_message.Message):
     __slots__ = ("id",)

@@ -242,3 +242,15 @@ class Release(_message.Message):
     lease: str
     reason: str
     def __init__(self, task: _Optional[str] = ..., lease: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReadTaskInputRequest(_message.Message):
+    __slots__ = ("id", "task", "lease", "sha256")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    task: str
+    lease: str
+    sha256: str
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...

@@ -62,6 +62,11 @@ class ClaimServiceStub:
                 request_serializer=trainyard_dot_claim_dot_v1_dot_claim__service__pb2.RegisterTaskArtifactRequest.SerializeToString,
                 response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Grant.FromString,
                 _registered_method=True)
+        self.ReadTaskInput = channel.unary_unary(
+                '/trainyard.claim.v1.ClaimService/ReadTaskInput',
+                request_serializer=trainyard_dot_claim_dot_v1_dot_claim__service__pb2.ReadTaskInputRequest.SerializeToString,
+                response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+                _registered_method=True)
 
 
 class ClaimServiceServicer:
@@ -105,6 +110,15 @@ class ClaimServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadTaskInput(self, request, context):
+        """An object the task reads, answered with a download URL that lives 10
+        minutes: the job's dataset snapshot, or the training state a resumed
+        attempt continues from. Nothing else is readable under a lease.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClaimServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +141,11 @@ def add_ClaimServiceServicer_to_server(servicer, server):
                     servicer.RegisterTaskArtifact,
                     request_deserializer=trainyard_dot_claim_dot_v1_dot_claim__service__pb2.RegisterTaskArtifactRequest.FromString,
                     response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Grant.SerializeToString,
+            ),
+            'ReadTaskInput': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadTaskInput,
+                    request_deserializer=trainyard_dot_claim_dot_v1_dot_claim__service__pb2.ReadTaskInputRequest.FromString,
+                    response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -244,6 +263,33 @@ class ClaimService:
             '/trainyard.claim.v1.ClaimService/RegisterTaskArtifact',
             trainyard_dot_claim_dot_v1_dot_claim__service__pb2.RegisterTaskArtifactRequest.SerializeToString,
             trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Grant.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadTaskInput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.claim.v1.ClaimService/ReadTaskInput',
+            trainyard_dot_claim_dot_v1_dot_claim__service__pb2.ReadTaskInputRequest.SerializeToString,
+            trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
             options,
             channel_credentials,
             insecure,

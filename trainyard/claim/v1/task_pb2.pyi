@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Task(_message.Message):
-    __slots__ = ("id", "job", "role", "lease", "coordinator", "device", "devices", "held", "report", "epoch", "rank", "world_size", "attempt_number", "resume_from", "resume_step")
+    __slots__ = ("id", "job", "role", "lease", "coordinator", "device", "devices", "held", "report", "epoch", "rank", "world_size", "attempt_number", "resume_from", "resume_step", "snapshot")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Task(_message.Message):
     ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_FIELD_NUMBER: _ClassVar[int]
     RESUME_STEP_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     id: str
     job: str
     role: str
@@ -39,7 +40,8 @@ class Task(_message.Message):
     attempt_number: int
     resume_from: str
     resume_step: int
-    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., role: _Optional[str] = ..., lease: _Optional[str] = ..., coordinator: _Optional[str] = ..., device: _Optional[str] = ..., devices: _Optional[int] = ..., held: _Optional[int] = ..., report: _Optional[int] = ..., epoch: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., attempt_number: _Optional[int] = ..., resume_from: _Optional[str] = ..., resume_step: _Optional[int] = ...) -> None: ...
+    snapshot: str
+    def __init__(self, id: _Optional[str] = ..., job: _Optional[str] = ..., role: _Optional[str] = ..., lease: _Optional[str] = ..., coordinator: _Optional[str] = ..., device: _Optional[str] = ..., devices: _Optional[int] = ..., held: _Optional[int] = ..., report: _Optional[int] = ..., epoch: _Optional[int] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ..., attempt_number: _Optional[int] = ..., resume_from: _Optional[str] = ..., resume_step: _Optional[int] = ..., snapshot: _Optional[str] = ...) -> None: ...
 
 class Supports(_message.Message):
     __slots__ = ("adaptations", "protect", "terms", "outputs")

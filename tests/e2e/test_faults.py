@@ -1,0 +1,146 @@
+"""kill -9 of each part of the stack in the middle of a training job, on SQLite and on
+PostgreSQL: every service, Envoy and SeaweedFS come back and the job succeeds whole; a
+killed executor loses its job within the lease, as it must."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import signal
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from services.core import auth
+from services.core.store import create_engine, normalise_url, open_store
+from tests.conftest import PG_URL
+from tests.support import StackProcess, alive, bearer, wait_for_job
+
+TTL = 8
+STEPS = 30
+JOB = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "hyperparameters": {"max_steps": STEPS},
+}
+SURVIVED = ["jobs", "claims", "artifacts", "meter", "envoy", "seaweedfs"]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgresql",
+            marks=pytest.mark.skipif(not PG_URL, reason="TRAINYARD_TEST_DATABASE_URL is not set"),
+        ),
+    ],
+)
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StackProcess]:
+    """The README's stack, with the real trainer, under an 8-second lease."""
+    env = {"TRAINYARD_LEASE_TTL_SECONDS": str(TTL)}
+    schema = ""
+    if request.param == "postgresql":
+        schema = f"ty_{secrets.token_hex(6)}"
+        with create_engine(PG_URL).begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        base = normalise_url(PG_URL)
+        sep = "&" if "?" in base else "?"
+        env["TRAINYARD_DATABASE_URL"] = f"{base}{sep}options=-csearch_path%3D{schema}"
+    running = StackProcess(tmp_path_factory.mktemp("faults") / "home", env=env).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        if schema:
+            with create_engine(PG_URL).begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+def client_of(stack: StackProcess) -> httpx.Client:
+    url = stack.env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{stack.home / 'trainyard.db'}"
+    db = open_store(url, run_migrations=False)
+    with db.unit() as session:
+        _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
+    db.dispose()
+    return httpx.Client(base_url=stack.url, headers=bearer(key), timeout=60)
+
+
+def training(client: httpx.Client) -> str:
+    """A job created and seen a few steps into training."""
+    job_id = client.post("/v1/train/jobs", json=JOB).json()["id"]
+    wait_for_job(
+        client,
+        job_id,
+        lambda j: (
+            j["status"] in ("succeeded", "failed")
+            or (j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 3)
+        ),
+    )
+    return job_id
+
+
+def kill(stack: StackProcess, part: str) -> int:
+    """kill -9 of the part's whole process group, as a crash of the machine's part."""
+    pid = int(stack.info()["pids"][part])
+    os.killpg(pid, signal.SIGKILL)
+    return pid
+
+
+def answer(client: httpx.Client, path: str) -> httpx.Response:
+    """A read through a gateway that may be coming back: refused connections are waited
+    out, since Envoy itself is one of the parts killed."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return client.get(path)
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.25)
+
+
+@pytest.mark.parametrize("part", SURVIVED)
+def test_a_job_survives_a_part_killed_mid_training(stack: StackProcess, part: str) -> None:
+    client = client_of(stack)
+    job_id = training(client)
+    killed = kill(stack, part)
+    deadline = time.monotonic() + 300
+    while True:
+        job = answer(client, f"/v1/train/jobs/{job_id}").json()
+        if job.get("status") in ("succeeded", "failed", "cancelled"):
+            break
+        assert time.monotonic() < deadline, f"job stuck in {job.get('status')}"
+        time.sleep(0.5)
+    assert (job["status"], job["failure_code"]) == ("succeeded", ""), job.get("failure_message")
+    assert not alive(killed) and stack.info()["pids"][part] != killed  # it came back
+
+    series = client.get(f"/v1/train/jobs/{job_id}/metrics").json()["series"]
+    steps = [p["step"] for s in series if s["name"] == "loss" for p in s["points"]]
+    assert steps == list(range(1, STEPS + 1))  # one loss point per planned step
+
+    sha256 = job["result"]["sha256"]
+    artifact = client.get(f"/v1/train/artifacts/{sha256}").json()
+    body = httpx.get(artifact["url"], headers=artifact["headers"], timeout=60)
+    assert hashlib.sha256(body.raise_for_status().content).hexdigest() == sha256
+
+
+def test_a_killed_executor_loses_its_job_within_the_lease(stack: StackProcess) -> None:
+    client = client_of(stack)
+    job_id = training(client)
+    kill(stack, "executor")
+    killed = time.monotonic()
+    lost = wait_for_job(client, job_id, lambda j: j["status"] in ("succeeded", "failed"))
+    # The lease's TTL, plus one sweep (at most 2 s at this TTL), plus the poll above.
+    assert time.monotonic() - killed < TTL + 2 + 2
+    assert (lost["status"], lost["failure_code"], lost["failure_category"]) == (
+        "failed",
+        "executor_lost",
+        "executor",
+    )
