@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 from google.protobuf.descriptor import ServiceDescriptor
 
 import trainyard
@@ -112,6 +114,21 @@ class StackProcess:
 
     def create_key(self, org: str, role: str = "member") -> str:
         return self.cli("admin", "create-key", "--org", org, "--role", role).stdout.strip()
+
+    @property
+    def database_url(self) -> str:
+        return self.env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{self.home / 'trainyard.db'}"
+
+    def member_client(self) -> httpx.Client:
+        """A REST client acting in an org of its own, so tests never share a queue."""
+        from services.core import auth
+        from services.core.store import open_store
+
+        store = open_store(self.database_url, run_migrations=False)
+        with store.unit() as session:
+            _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
+        store.dispose()
+        return httpx.Client(base_url=self.url, headers=bearer(key), timeout=60)
 
     def admin_key(self) -> str:
         return (self.home / "admin.key").read_text().strip()

@@ -96,14 +96,16 @@ class DeletedObjectRow(Base):
 
 
 def in_use(session: Session, org: str, sha256: str) -> bool:
-    """Whether a job that has not ended reads the object (HIP-1333 §6)."""
+    """Whether a job that has not ended reads the object: the upload its dataset names
+    (HIP-1333 §6), or the snapshot it trains on."""
+    job = lifecycle.JobRow
     return (
         session.scalar(
-            sa.select(lifecycle.JobRow.id)
+            sa.select(job.id)
             .where(
-                lifecycle.JobRow.org == org,
-                lifecycle.JobRow.reads_sha256 == sha256,
-                lifecycle.JobRow.status.not_in(lifecycle.TERMINAL),
+                job.org == org,
+                sa.or_(job.reads_sha256 == sha256, job.dataset_sha256 == sha256),
+                job.status.not_in(lifecycle.TERMINAL),
             )
             .limit(1)
         )

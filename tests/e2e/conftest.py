@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from services.core import auth
-from services.core.store import open_store
-from tests.support import StackProcess, bearer
+from tests.support import StackProcess
 
 
 @pytest.fixture(scope="session")
@@ -29,9 +26,5 @@ def member_key(stack: StackProcess) -> str:
 @pytest.fixture
 def api(stack: StackProcess) -> Iterator[httpx.Client]:
     """A REST client acting in an org of its own, so tests never share a queue."""
-    store = open_store(f"sqlite:///{stack.home / 'trainyard.db'}", run_migrations=False)
-    with store.unit() as session:
-        _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
-    store.dispose()
-    with httpx.Client(base_url=stack.url, headers=bearer(key), timeout=60) as client:
+    with stack.member_client() as client:
         yield client

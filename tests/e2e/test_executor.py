@@ -119,7 +119,7 @@ def test_killing_claim_service_mid_task_loses_no_acknowledged_event(
         (e[2], e[3]) for r in journal if r["task"] == task and r["what"] == "sent" for e in r["events"]
         if e[1] == "metric" and e[0] <= acked
     }  # fmt: skip
-    store = open_store(f"sqlite:///{slow_stack.home / 'trainyard.db'}", run_migrations=False)
+    store = open_store(slow_stack.database_url, run_migrations=False)
     with store.unit(write=False) as session:
         stored = {
             (m.name, m.step)

@@ -15,10 +15,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from services.core import auth
-from services.core.store import create_engine, normalise_url, open_store
+from services.core.store import create_engine, normalise_url
 from tests.conftest import PG_URL
-from tests.support import StackProcess, alive, bearer, wait_for_job
+from tests.support import StackProcess, alive, wait_for_job
 
 TTL = 8
 STEPS = 30
@@ -63,15 +62,6 @@ def stack(
                 conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
-def client_of(stack: StackProcess) -> httpx.Client:
-    url = stack.env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{stack.home / 'trainyard.db'}"
-    db = open_store(url, run_migrations=False)
-    with db.unit() as session:
-        _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
-    db.dispose()
-    return httpx.Client(base_url=stack.url, headers=bearer(key), timeout=60)
-
-
 def training(client: httpx.Client) -> str:
     """A job created and seen a few steps into training."""
     job_id = client.post("/v1/train/jobs", json=JOB).json()["id"]
@@ -108,7 +98,7 @@ def answer(client: httpx.Client, path: str) -> httpx.Response:
 
 @pytest.mark.parametrize("part", SURVIVED)
 def test_a_job_survives_a_part_killed_mid_training(stack: StackProcess, part: str) -> None:
-    client = client_of(stack)
+    client = stack.member_client()
     job_id = training(client)
     killed = kill(stack, part)
     deadline = time.monotonic() + 300
@@ -132,7 +122,7 @@ def test_a_job_survives_a_part_killed_mid_training(stack: StackProcess, part: st
 
 
 def test_a_killed_executor_loses_its_job_within_the_lease(stack: StackProcess) -> None:
-    client = client_of(stack)
+    client = stack.member_client()
     job_id = training(client)
     kill(stack, "executor")
     killed = time.monotonic()

@@ -16,22 +16,12 @@ import pytest
 import sqlalchemy as sa
 
 from services.artifacts.store import ObjectRow
-from services.core import auth
 from services.core.store import open_store
-from tests.support import StackProcess, bearer, wait_for_job
+from tests.support import StackProcess, wait_for_job
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 GiB = 1024**3
-
-
-def member(stack: StackProcess) -> httpx.Client:
-    """A REST client acting in an org of its own."""
-    db = open_store(f"sqlite:///{stack.home / 'trainyard.db'}", run_migrations=False)
-    with db.unit() as session:
-        _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
-    db.dispose()
-    return httpx.Client(base_url=stack.url, headers=bearer(key), timeout=60)
 
 
 def ended(job: dict) -> bool:  # type: ignore[type-arg]
@@ -78,7 +68,7 @@ def scripted_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackPr
 
 
 def test_a_cold_start_under_a_short_lease_keeps_its_task(short_stack: StackProcess) -> None:
-    client = member(short_stack)
+    client = short_stack.member_client()
     job = client.post("/v1/train/jobs", json={**FIXTURE, "hyperparameters": {"max_steps": 8}})
     done = wait_for_job(client, job.json()["id"], ended)
     assert (done["status"], done["failure_code"]) == ("succeeded", "")
@@ -97,7 +87,7 @@ def test_the_same_job_three_times_succeeds_and_shares_what_is_identical(
 ) -> None:
     """Training is deterministic: the second and third runs make the same saved state as
     the first, which the org already holds, so they link it instead of failing."""
-    client = member(short_stack)
+    client = short_stack.member_client()
     body = {**FIXTURE, "hyperparameters": {"max_steps": 10}}
     ids = [client.post("/v1/train/jobs", json=body).json()["id"] for _ in range(3)]
     jobs = [wait_for_job(client, job_id, ended) for job_id in ids]
@@ -141,11 +131,11 @@ def test_the_same_job_three_times_succeeds_and_shares_what_is_identical(
 
 
 def test_an_expired_output_reads_as_gone_before_the_sweep(short_stack: StackProcess) -> None:
-    client = member(short_stack)
+    client = short_stack.member_client()
     created = client.post("/v1/train/jobs", json={**FIXTURE, "hyperparameters": {"max_steps": 4}})
     job = wait_for_job(client, created.json()["id"], ended)
     assert job["model_available"] is True and job["result"]["sha256"]
-    db = open_store(f"sqlite:///{short_stack.home / 'trainyard.db'}", run_migrations=False)
+    db = open_store(short_stack.database_url, run_migrations=False)
     with db.unit() as session:
         session.execute(
             sa.update(ObjectRow)
@@ -166,7 +156,7 @@ def test_an_expired_output_reads_as_gone_before_the_sweep(short_stack: StackProc
 def test_a_retry_runs_the_snapshot_after_its_upload_is_deleted(short_stack: StackProcess) -> None:
     """002 "Retry explícito": a retry re-runs the same data, even when the rows it was
     made from are gone; and only a failed or cancelled job may be retried."""
-    client = member(short_stack)
+    client = short_stack.member_client()
     rows = b"".join(
         json.dumps({"messages": [{"role": "user", "content": f"say {w}"},
                                  {"role": "assistant", "content": w}]}).encode() + b"\n"
@@ -208,7 +198,7 @@ def test_a_retry_runs_the_snapshot_after_its_upload_is_deleted(short_stack: Stac
 
 
 def test_a_cancel_while_preparing_reaches_the_executor(scripted_stack: StackProcess) -> None:
-    client = member(scripted_stack)
+    client = scripted_stack.member_client()
     job = client.post("/v1/train/jobs", json={**FIXTURE, "hyperparameters": {"max_steps": 30}})
     job_id = job.json()["id"]
     leased = wait_for_job(
@@ -236,7 +226,7 @@ def test_a_cancel_while_preparing_reaches_the_executor(scripted_stack: StackProc
 def test_an_output_the_org_cannot_hold_fails_the_job_at_once(scripted_stack: StackProcess) -> None:
     """The org holds the most granted, unconfirmed bytes it may: the run's output cannot
     be granted, and the job fails with a reason the user can act on, not a lost lease."""
-    client = member(scripted_stack)
+    client = scripted_stack.member_client()
     # A first run stores the snapshot, which the second shares: only its output is new.
     first = client.post("/v1/train/jobs", json={**FIXTURE, "hyperparameters": {"max_steps": 5}})
     assert wait_for_job(client, first.json()["id"], ended)["status"] == "succeeded"

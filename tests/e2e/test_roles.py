@@ -100,7 +100,7 @@ def fill(path: str) -> str:
 
 
 def key_id(stack: StackProcess, key: str) -> str:
-    store = open_store(f"sqlite:///{stack.home / 'trainyard.db'}", run_migrations=False)
+    store = open_store(stack.database_url, run_migrations=False)
     try:
         with store.unit(write=False) as session:
             found = session.scalar(
@@ -230,7 +230,7 @@ def test_an_operator_acts_in_another_org_on_the_audit_trail(
 ) -> None:
     target = f"other-{secrets.token_hex(4)}"
     assert rest(stack, MODELS, keys["operator"], org=target).status_code == 200
-    store = open_store(f"sqlite:///{stack.home / 'trainyard.db'}", run_migrations=False)
+    store = open_store(stack.database_url, run_migrations=False)
     try:
         with store.unit(write=False) as session:
             rows = session.scalars(

@@ -151,7 +151,7 @@ def quick_stack(tmp_path) -> Iterator[StackProcess]:  # type: ignore[no-untyped-
 def test_an_idle_executor_keeps_one_stream_while_long_polls_are_cut(
     quick_stack: StackProcess,
 ) -> None:
-    store = open_store(f"sqlite:///{quick_stack.home / 'trainyard.db'}", run_migrations=False)
+    store = open_store(quick_stack.database_url, run_migrations=False)
 
     def hellos() -> int:
         """Each connection of the local executor says hello and leaves a row."""
