@@ -319,6 +319,15 @@ def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: St
     assert read.chat_count == 20
     delete = artifact_service_pb2.DeleteArtifactRequest(sha256=digest)
     assert reader_org.refused("DeleteArtifact", delete) == "IN_USE"
+    # The snapshot is kept as an object the job holds, read by it until it ends.
+    snapshot = read.preparation.snapshot_sha256
+    got = reader_org.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=snapshot))
+    assert (got.kind, got.size) == (
+        "snapshot",
+        len(httpx.get(got.url, headers=dict(got.headers)).content),
+    )
+    held = artifact_service_pb2.DeleteArtifactRequest(sha256=snapshot)
+    assert reader_org.refused("DeleteArtifact", held) == "IN_USE"
     reader_org.call("CancelJob", job_service_pb2.CancelJobRequest(id=read.id), reader_org.jobs)
     assert reader_org.call("DeleteArtifact", delete).deleted
     # The job answers from what it trained on, not from what the source became.
