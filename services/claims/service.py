@@ -803,8 +803,8 @@ class ClaimService:
                 if not self._holds(task, token, self._now()):
                     raise _lease_lost()
                 task.status, task.lease_sha256, task.executor_id = "open", "", ""
-                if task.role == "lead":
-                    attempt = lifecycle.current_attempt(session, job)
+                attempt = lifecycle.current_attempt(session, job)
+                if task.role == "lead" and attempt.status == "leased":
                     lifecycle.move_attempt(session, job, attempt, "queued")
 
         self._retry(work)
