@@ -14,13 +14,17 @@ TEMPLATE = HERE / "envoy.yaml.tmpl"
 # The executors' stream: open for as long as an executor runs, silent while it is idle.
 CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
 
-# Upstream name → the gRPC services it serves.
-SERVICES = {
-    "jobs": "trainyard.job.v1.JobService",
-    "claims": "trainyard.claim.v1.ClaimService",
-    "artifacts": "trainyard.artifact.v1.ArtifactService",
-    "meter": "trainyard.meter.v1.MeterService",
+# Upstream name → the gRPC services it serves. The first is the one its health is
+# checked by (Envoy's cluster health check, `trainyard up`, the `x-trainyard-service`
+# route); the jobs process also serves the training clients' contract (issue 15).
+SERVES: dict[str, tuple[str, ...]] = {
+    "jobs": ("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService"),
+    "claims": ("trainyard.claim.v1.ClaimService",),
+    "artifacts": ("trainyard.artifact.v1.ArtifactService",),
+    "meter": ("trainyard.meter.v1.MeterService",),
 }
+# Upstream name → the gRPC service whose health stands for the upstream's.
+SERVICES = {name: served[0] for name, served in SERVES.items()}
 
 # Envoy's own answers, in order of precedence: (HTTP status, condition, gRPC code, reason,
 # message). A body that fails to transcode has already been rewritten to the gRPC method
@@ -91,7 +95,7 @@ def _routes() -> str:
         f"""              - match: {{path: {CONNECT}}}
                 route: {{cluster: claims, timeout: 0s, idle_timeout: 0s}}"""
     ]
-    for name, full in SERVICES.items():
+    for name, served in SERVES.items():
         # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
         out.append(
             f"""              - match:
@@ -99,9 +103,10 @@ def _routes() -> str:
                   headers: [{{name: x-trainyard-service, string_match: {{exact: {name}}}}}]
                 route: {{cluster: {name}, timeout: 5s}}"""
         )
-        out.append(
+        out.extend(
             f"""              - match: {{prefix: /{full}/}}
                 route: {{cluster: {name}, timeout: 0s}}"""
+            for full in served
         )
     return "\n".join(out)
 
@@ -153,7 +158,7 @@ def render(
         admin_port=admin_port,
         idle_timeout=idle_timeout_seconds,
         descriptor=DESCRIPTOR,
-        services=", ".join(SERVICES.values()),
+        services=", ".join(full for served in SERVES.values() for full in served),
         routes=_routes(),
         mappers=_mappers(),
         healthy=healthy,

@@ -39,6 +39,8 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "EstimateJob": ORG_USERS,
         # Every org's publications at once: the platform's own read (HIP-1333 §9).
         "ListPublished": INTERNAL,
+    },
+    "trainyard.client.v1.ClientService": {
         # A client holds a model in engine memory every org shares, so only the operator
         # creates one (HIP-1333 §7); the org's users then work the client in their org.
         "CreateTrainingClient": DEPLOYMENT,
@@ -97,6 +99,18 @@ TABLE: Mapping[str, Mapping[str, frozenset[str]]] = MappingProxyType(
 def for_service(full_name: str) -> Mapping[str, frozenset[str]]:
     """A service's methods by short name; a service not in the table allows nothing."""
     return TABLE.get(full_name, MappingProxyType({}))
+
+
+def for_services(*full_names: str) -> Mapping[str, frozenset[str]]:
+    """The methods of several services one process serves, by short name, as the
+    interceptor looks them up; two services sharing a method name cannot share a process."""
+    merged: dict[str, frozenset[str]] = {}
+    for full_name in full_names:
+        table = for_service(full_name)
+        if shared := merged.keys() & table.keys():
+            raise ValueError(f"{full_name} repeats method names: {sorted(shared)}")
+        merged.update(table)
+    return MappingProxyType(merged)
 
 
 def allowed(method: str) -> frozenset[str]:

@@ -9,7 +9,7 @@ import dataclasses
 import logging
 import os
 import signal
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class Service:
     port: int
     health: health.aio.HealthServicer
     store: Store
+    # Further gRPC services the same server registers; each answers health like the first.
+    also_serves: tuple[str, ...] = ()
     # Loops the process runs beside its server. Each gets the `stopping` event and returns
     # soon after it is set; stop() waits for them so no work is cut off mid-transaction.
     background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = dataclasses.field(
@@ -57,7 +59,8 @@ class Service:
     async def start(self) -> None:
         await self.server.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
-        await self.health.set(self.full_name, health_pb2.HealthCheckResponse.SERVING)
+        for full_name in (self.full_name, *self.also_serves):
+            await self.health.set(full_name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks = [asyncio.create_task(loop(self._stopping)) for loop in self.background]
 
     async def stop(self, grace: float = DRAIN_SECONDS) -> None:
@@ -80,8 +83,11 @@ def build(
     roles: Mapping[str, frozenset[str]],
     store: Store | None = None,
     port: int | None = None,
+    also_serves: Sequence[str] = (),
 ) -> Service:
-    """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one."""
+    """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one.
+    `register` adds `full_name`'s servicer and those of `also_serves`, whose methods
+    `roles` must name too."""
     store = store or open_store(config.database_url)
     server = grpc.aio.server(
         interceptors=[GatewayInterceptor(Authenticator(store), roles)],
@@ -97,6 +103,7 @@ def build(
     reflection.enable_server_reflection(
         (
             full_name,
+            *also_serves,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         ),
@@ -106,7 +113,7 @@ def build(
     bound = server.add_insecure_port(f"{config.bind_host}:{wanted}")
     if bound == 0:
         raise RuntimeError(f"{name}: cannot bind port {wanted}")
-    return Service(name, full_name, server, bound, health_servicer, store)
+    return Service(name, full_name, server, bound, health_servicer, store, tuple(also_serves))
 
 
 def _publish_port(run_dir: Path, name: str, port: int) -> Path:

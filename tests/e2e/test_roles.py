@@ -164,8 +164,10 @@ def grpc_code(channel: grpc.Channel, method: Method, key: str) -> grpc.StatusCod
 
 def test_the_walk_covers_every_service_and_the_claim_routes() -> None:
     walked = methods()
-    assert {m.service.split(".")[1] for m in walked} == {"job", "claim", "artifact", "meter"}
-    assert {m.name for m in walked if m.verb} >= {"CreateJob", "ClaimTask", "SetRate"}
+    packages = {"job", "claim", "artifact", "meter", "client"}
+    assert {m.service.split(".")[1] for m in walked} == packages
+    routed = {"CreateJob", "ClaimTask", "SetRate", "CreateTrainingClient"}
+    assert {m.name for m in walked if m.verb} >= routed
     assert {m.name for m in walked if not m.verb} >= {"Connect", "GrantJobArtifact"}
 
 
