@@ -29,7 +29,7 @@ test: $(STAMP)
 lint: $(STAMP) $(BUF)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy services infra gateway executor trainyard/cli.py trainyard/sdk.py trainyard/watch.py
+	$(BIN)/mypy services infra gateway executor trainyard
 	$(BUF) lint
 	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
 	  $(BUF) breaking --against '.git#branch=main'; fi

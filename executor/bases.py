@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,7 @@ from typing import Any
 import torch
 
 from executor import fixture
-from services.core.config import Config
-from services.jobs.catalog import FIXTURE_BASE, Catalog
+from trainyard.training.catalog import FIXTURE_BASE, Catalog
 
 
 @dataclasses.dataclass
@@ -33,7 +33,7 @@ def load(name: str) -> Loaded:
             save=lambda out, model, meta: fixture.write_model_files(out, model.state_dict(), meta),
             zero_stage=0,
         )
-    base = Catalog.discover(Config.from_env().models_dir).get(name)
+    base = Catalog.from_env(os.environ).get(name)
     if base is None:
         raise SystemExit("base_not_found")
     from transformers import AutoModelForCausalLM, AutoTokenizer

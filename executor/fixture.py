@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from services.jobs.catalog import FixtureArchitecture
+from trainyard.training.catalog import FixtureArchitecture
 
 PAD, BOS, EOS = 256, 257, 258
 IGNORE = -100

@@ -74,7 +74,7 @@ def examples(plan: Plan, codec: Any = None) -> tuple[list[Any], list[Any], str]:
     """The job's frozen split: the snapshot the job holds, or for the built-in fixture,
     rebuilt with the same code that froze it; either is checked against its sha256."""
     from executor import fixture
-    from services.jobs import datasets
+    from trainyard.training import datasets
 
     dataset = plan.job["dataset"]
     mask = plan.job["objective"]["loss_mask"]

@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.procs import Child, Output, free_port
+from services.artifacts.objects import s3_client
 
 
 def weed_binary() -> str:
@@ -60,25 +59,6 @@ def credentials(home: Path) -> tuple[str, str, Path]:
         os.replace(tmp, path)
     cred = json.loads(path.read_text())["identities"][0]["credentials"][0]
     return cred["accessKey"], cred["secretKey"], path
-
-
-def s3_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key,
-        region_name=region,
-        config=BotoConfig(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=60,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        ),
-    )
 
 
 class SeaweedFS:

@@ -219,7 +219,7 @@ def make_local_model(directory: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from services.jobs.datasets import fixture_rows
+    from trainyard.training.datasets import fixture_rows
 
     directory.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(models.BPE())

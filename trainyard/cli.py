@@ -7,6 +7,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,32 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.progress import TextColumn
 
-from services.core import auth, errors
-from services.core.config import Config, ConfigError
-from services.core.store import open_store
 from trainyard import sdk, watch
 
 FIXTURE_SPEC = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The user's commands, defined here over the SDK alone, and the operator's (`up`,
+    `admin`, `executor`), defined beside what they operate and found by their entry point
+    (`trainyard.commands`), imported only when named."""
+
+    @staticmethod
+    def _operated() -> dict[str, EntryPoint]:
+        return {found.name: found for found in entry_points(group="trainyard.commands")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._operated()})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        found = super().get_command(ctx, name)
+        if found is None and (point := self._operated().get(name)) is not None:
+            loaded = point.load()
+            return loaded if isinstance(loaded, click.Command) else None
+        return found
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--url", envvar="TRAINYARD_URL", default=sdk.DEFAULT_URL, show_default=True, help="The gateway."
 )
@@ -53,114 +71,6 @@ def _print(message: Message) -> None:
     click.echo(
         json.dumps(json_format.MessageToDict(message, preserving_proto_field_name=True), indent=2)
     )
-
-
-@main.command()
-def up() -> None:
-    """Start the whole stack on this machine (SQLite, SeaweedFS, the services, Envoy)."""
-    from infra.stack import Stack
-
-    try:
-        config = Config.from_env()
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    sys.exit(Stack(config).run())
-
-
-@main.command()
-@click.option("--machine", help="This machine's name (the host name by default).")
-@click.option(
-    "--devices", default="cpu", show_default=True, help="One entry per accelerator, e.g. cpu,cpu."
-)
-@click.option(
-    "--platform", is_flag=True, help="Claim any org's jobs that name no machine (platform key)."
-)
-@click.option("--slots", default=1, show_default=True, help="Tasks run at once.")
-@click.option(
-    "--trainer",
-    envvar="TRAINYARD_TRAINER",
-    default="executor.train",
-    show_default=True,
-    help="The trainer module (executor.scripted emits events without a model).",
-)
-@click.option(
-    "--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Where tasks run."
-)
-@click.pass_context
-def executor(
-    ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int, trainer: str,
-    work_dir: Path | None,
-) -> None:  # fmt: skip
-    """Run an executor: claim tasks, run their trainers, report, obey cancels."""
-    import logging
-    import os
-    import signal
-
-    from executor.agent import Agent, AgentConfig
-    from services.core import logs
-
-    logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
-    from services.jobs.catalog import Catalog
-
-    config = AgentConfig(
-        url=ctx.obj["url"],
-        bases=tuple(Catalog.discover(Config.from_env().models_dir).names),
-        api_key=ctx.obj["api_key"],
-        devices=tuple(d.strip() for d in devices.split(",") if d.strip()),
-        platform=platform,
-        slots=slots,
-        trainer=trainer,
-        work_root=work_dir or Config.from_env().home / "executor",
-        journal=Path(os.environ["TRAINYARD_EXECUTOR_JOURNAL"])
-        if os.environ.get("TRAINYARD_EXECUTOR_JOURNAL")
-        else None,
-    )
-    if machine:
-        config.machine = machine
-    agent = Agent(config)
-    signal.signal(signal.SIGTERM, lambda *_: agent.stop())
-    logging.getLogger(__name__).info("executor %s connecting to %s", config.machine, config.url)
-    try:
-        agent.run()
-    except KeyboardInterrupt:
-        agent.stop()
-
-
-@main.group()
-def admin() -> None:
-    """Administer the deployment directly through its store."""
-
-
-# "\b" keeps click from rewrapping the table, so each role stays on its own line.
-_CREATE_KEY_HELP = "\n".join(
-    [
-        "Create an API key and print it once; only its hash is stored.",
-        "",
-        "Each key acts in its own org; only platform and operator keys may act in another",
-        "org (the x-org-id header), and each such call is on the audit trail.",
-        "",
-        "\b",
-        "Roles:",
-        *(f"  {role:<9} {line}" for role, line in auth.ROLE_HELP.items()),
-    ]
-)
-
-
-@admin.command("create-key", help=_CREATE_KEY_HELP)
-@click.option("--org", required=True, help="The org the key belongs to.")
-@click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
-@click.option("--label", default="", help="A non-secret note about who holds it.")
-def create_key(org: str, role: str, label: str) -> None:
-    store = open_store(Config.from_env().database_url)
-    try:
-        with store.unit() as session:
-            key_id, key = auth.create_key(session, org=org, role=role, label=label)
-    except errors.DomainError as exc:
-        raise click.UsageError(exc.message) from None
-    finally:
-        store.dispose()
-    click.echo(key)
-    click.echo(f"key id {key_id}, org {org}, role {role}; it is not shown again", err=True)
 
 
 @main.command()

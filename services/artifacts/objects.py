@@ -10,14 +10,34 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
+from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
-from infra.objectstore import s3_client
 from services.artifacts.crypto import SSE_ALGORITHM, sse_headers
 from services.core.config import Config
 
 PART_SIZE = 64 * 1024 * 1024
 CHUNK = 1024 * 1024
+
+
+def s3_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):  # type: ignore[no-untyped-def]
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
+        config=BotoConfig(
+            signature_version="s3v4",
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=60,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,21 +20,13 @@ from sqlalchemy.orm.exc import StaleDataError
 from services.artifacts import provenance
 from services.artifacts.crypto import KeyWrap, deleted_digest, object_key
 from services.artifacts.objects import PART_SIZE, ObjectStore
-from services.artifacts.store import (
-    DeletedObjectRow,
-    JobArtifactRow,
-    ObjectRow,
-    OrgKeyRow,
-    ProvenanceRow,
-    in_use,
-    readable,
-)
+from services.artifacts.store import DeletedObjectRow, JobArtifactRow, OrgKeyRow, ProvenanceRow
 from services.core import audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.lifecycle import JobRow
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store, retrying, utcnow
+from services.core.tables import JobRow, ObjectRow, in_use, readable
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
 
 log = logging.getLogger(__name__)

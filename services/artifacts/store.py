@@ -1,14 +1,13 @@
-"""Tables ArtifactService owns: org keys, objects, job artifacts, provenance records."""
+"""Tables ArtifactService owns beside the objects (`services.core.tables`): org keys, job
+artifacts, provenance records, deletions."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-from services.core import lifecycle
 from services.core.store import Base, UtcDateTime
 
 
@@ -20,36 +19,6 @@ class OrgKeyRow(Base):
     org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
     wrapped: Mapped[bytes] = mapped_column(sa.LargeBinary())
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
-
-
-class ObjectRow(Base):
-    """One object of an org, named by the sha256 of its bytes. The row goes with the
-    bytes: a deleted object leaves no trace of its hash."""
-
-    __tablename__ = "objects"
-    __table_args__ = (
-        sa.UniqueConstraint("id", name="uq_objects_id"),
-        sa.Index("ix_objects_org_create_time", "org", "create_time"),
-    )
-
-    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
-    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    # A surrogate id, so the audit trail can name the object without its hash.
-    id: Mapped[str] = mapped_column(sa.String(32))
-    size: Mapped[int] = mapped_column(sa.BigInteger())
-    kind: Mapped[str] = mapped_column(sa.String(16))
-    name: Mapped[str] = mapped_column(sa.String(128))
-    status: Mapped[str] = mapped_column(sa.String(16))
-    job_id: Mapped[str] = mapped_column(sa.String(32), default="")
-    published: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
-    retention_policy: Mapped[str] = mapped_column(sa.String(16), default="default")
-    ttl_seconds: Mapped[int | None] = mapped_column(sa.BigInteger(), nullable=True)
-    upload_id: Mapped[str] = mapped_column(sa.String(256), default="")
-    meta: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
-    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
-    grant_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
-    stored_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
-    expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class JobArtifactRow(Base):
@@ -93,31 +62,3 @@ class DeletedObjectRow(Base):
     org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
     digest: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     delete_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
-
-
-def in_use(session: Session, org: str, sha256: str) -> bool:
-    """Whether a job that has not ended reads the object: the upload its dataset names
-    (HIP-1333 §6), or the snapshot it trains on."""
-    job = lifecycle.JobRow
-    return (
-        session.scalar(
-            sa.select(job.id)
-            .where(
-                job.org == org,
-                sa.or_(job.reads_sha256 == sha256, job.dataset_sha256 == sha256),
-                job.status.not_in(lifecycle.TERMINAL),
-            )
-            .limit(1)
-        )
-        is not None
-    )
-
-
-def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
-    """Stored and not past its retention, evaluated on every read: an expired object
-    reads as gone before the sweep deletes it, unless it is published or in use."""
-    if row is None or row.status != "stored":
-        return False
-    if row.expires_at is None or row.expires_at > now or row.published:
-        return True
-    return in_use(session, row.org, row.sha256)

@@ -15,8 +15,8 @@ from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.server import Service, build
 from services.core.store import Store
-from services.jobs.catalog import Catalog
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
+from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

@@ -23,16 +23,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from services.claims.store import ExecutorRow
-from services.core import audit, errors, ids, lifecycle
+from services.core import audit, errors, ids, lifecycle, view
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
-from services.core.lifecycle import AttemptRow, JobRow, MetricRow, TaskRow
+from services.core.states import STOPPING, TERMINAL, JobStatus, TaskStatus
 from services.core.store import Store, retrying, utcnow
-from services.jobs import view
-from services.jobs.catalog import Catalog
+from services.core.tables import AttemptRow, JobRow, MetricRow, TaskRow
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
+from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,34 +60,6 @@ _PROGRESS_FIELDS = {
     "eval_loss": "eval_loss",
     "learning_rate": "learning_rate",
     "tokens_per_second": "tokens_per_second",
-}
-STOPPING = frozenset({"cancelling", "cancelled", "stopped", "failed", "succeeded", "rejected"})
-# What a user reads for each failure code an executor reports: (category, message).
-FAILURES = {
-    "trainer_failed": ("trainer", "The trainer exited without a result; see the job's log events."),
-    "trainer_no_result": (
-        "trainer",
-        "The trainer ended without a result; see the job's log events.",
-    ),
-    "executor_failed": ("executor", "The executor failed while running the task; retry the job."),
-    "input_unavailable": (
-        "platform",
-        "The executor could not read the job's dataset snapshot or saved state; retry the job.",
-    ),
-    "artifact_upload_failed": (
-        "platform",
-        "The object store refused the run's output or stayed unreachable; retry the job "
-        "(with resume_from_checkpoint when a state was saved).",
-    ),
-    "artifact_rejected": (
-        "platform",
-        "The run's output did not read back as it was uploaded and was discarded; retry the job.",
-    ),
-    "artifact_pending_limit": (
-        "limit",
-        "The org holds too many granted, unconfirmed upload bytes to store the run's output; "
-        "confirm them or let their grants lapse, then retry the job.",
-    ),
 }
 # Refusals of another service that a later try may not meet.
 TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})
@@ -227,7 +199,7 @@ class ClaimService:
     @staticmethod
     def _holds(task: TaskRow, token: str, now: dt.datetime) -> bool:
         return (
-            task.status == "leased"
+            task.status == TaskStatus.LEASED
             and bool(token)
             and secrets.compare_digest(task.lease_sha256, lease_sha256(token))
             and task.lease_expires is not None
@@ -265,7 +237,7 @@ class ClaimService:
                 sa.select(TaskRow)
                 .join(JobRow, JobRow.id == TaskRow.job_id)
                 .where(
-                    TaskRow.status == "open",
+                    TaskRow.status == TaskStatus.OPEN,
                     TaskRow.attempt_number == JobRow.attempt_count,
                     JobRow.status.in_(("preparing", "running")),
                 )
@@ -287,11 +259,8 @@ class ClaimService:
                 if device is None:
                     continue
                 token = "trl_" + secrets.token_urlsafe(32)
-                task.status, task.lease_sha256, task.epoch = (
-                    "leased",
-                    lease_sha256(token),
-                    task.epoch + 1,
-                )
+                lifecycle.lease(session, job, task)
+                task.lease_sha256, task.epoch = lease_sha256(token), task.epoch + 1
                 task.lease_expires, task.claim_time, task.report_time = now + self.ttl, now, now
                 task.executor_id, task.device, task.cancel_sent = executor_id, device, False
                 task.devices = offer.devices.count(device) if task.world_size == 1 else 1
@@ -302,7 +271,6 @@ class ClaimService:
                 resume = ("", 0)
                 if task.role == "lead":
                     attempt = lifecycle.current_attempt(session, job)
-                    lifecycle.move_attempt(session, job, attempt, "leased")
                     if attempt.resume_from_checkpoint and job.result:
                         resume = (
                             job.result.get("checkpoint_sha256", ""),
@@ -488,16 +456,16 @@ class ClaimService:
             job = session.get(JobRow, job_id, with_for_update=True)
             assert job is not None
             task = self._task(session, principal, job_id, task_id, lock=True)
-            if job.status in lifecycle.TERMINAL and job.status != "failed":
+            if job.status in TERMINAL and job.status != JobStatus.FAILED:
                 # The job ended: the report records nothing and learns the status.
                 return self._ack(task, job)
-            if not self._holds(task, token, now) or job.status == "failed":
+            if not self._holds(task, token, now) or job.status == JobStatus.FAILED:
                 if (
-                    task.status == "leased"
+                    task.status == TaskStatus.LEASED
                     and task.lease_expires is not None
                     and task.lease_expires <= now
                 ):
-                    self._lose(session, task, job)
+                    lifecycle.lose(session, job, task)
                 return _lease_lost()
             task.lease_expires, task.report_time = now + self.ttl, now
             attempt = lifecycle.current_attempt(session, job)
@@ -512,11 +480,11 @@ class ClaimService:
                         self._metrics(session, task, job, attempt, metrics)
                         metrics = []
                     if effects.refuses(event):
-                        self._fail(session, task, job, attempt, "artifact_rejected")
+                        lifecycle.fail(session, job, attempt, "artifact_rejected")
                     else:
                         self._event(session, task, job, attempt, event, effects.provenance)
                 task.last_seq = event.seq
-                if job.status in lifecycle.TERMINAL:
+                if job.status in TERMINAL:
                     break
             if metrics:
                 self._metrics(session, task, job, attempt, metrics)
@@ -524,7 +492,7 @@ class ClaimService:
 
     def _ack(self, task: TaskRow, job: JobRow) -> claim_service_pb2.ReportTaskResponse:
         return claim_service_pb2.ReportTaskResponse(
-            cancel=job.status in STOPPING - {"succeeded", "rejected"} and task.status == "leased",
+            cancel=job.status in STOPPING and task.status == TaskStatus.LEASED,
             held=task.held,
             status=job.status,
             seq=task.last_seq,
@@ -541,18 +509,9 @@ class ClaimService:
     ) -> None:
         kind = event.type
         if kind == "status":
-            self._status(session, task, job, attempt, event)
+            lifecycle.report_status(session, job, task, attempt, event.status, event.error)
         elif kind == "coordinator":
-            task.coordinator = event.addr
-            for join in session.scalars(
-                sa.select(TaskRow).where(
-                    TaskRow.job_id == job.id,
-                    TaskRow.attempt_number == task.attempt_number,
-                    TaskRow.status == "waiting",
-                )
-            ):
-                join.status, join.coordinator = "open", event.addr
-            lifecycle.append_event(session, job, "coordinator", attempt=attempt.attempt_number)
+            lifecycle.coordinate(session, job, task, event.addr)
         elif kind == "log":
             if job.event_seq < MAX_JOB_EVENTS:
                 lifecycle.append_event(
@@ -564,41 +523,6 @@ class ClaimService:
             )
         elif kind == "result":
             self._result(session, task, job, attempt, event.result, provenance_ids)
-
-    def _status(
-        self,
-        session: Session,
-        task: TaskRow,
-        job: JobRow,
-        attempt: AttemptRow,
-        event: task_pb2.TaskEvent,
-    ) -> None:
-        status, cancelling = event.status, job.status == "cancelling"
-        if task.role == "join":
-            if status == "done":
-                task.status, task.end_time = "done", self._now()
-            else:
-                self._fail(session, task, job, attempt, event.error or f"join_{status}")
-            return
-        if status == "accepted":
-            lifecycle.move_attempt(session, job, attempt, "accepted")
-        elif status == "running":
-            lifecycle.move_attempt(session, job, attempt, "started")
-            if not cancelling:
-                lifecycle.move_job(session, job, "running", reason="training_started")
-        elif status == "evaluating" and not cancelling:
-            lifecycle.move_job(session, job, "evaluating", reason="evaluation_started")
-        elif status == "finalizing":
-            lifecycle.move_attempt(session, job, attempt, "finalizing")
-            if not cancelling:
-                lifecycle.move_job(session, job, "finalizing", reason="training_finished")
-        elif status == "cancelled":
-            self._finish(session, job, attempt, "cancelled")
-        elif status == "stopped":
-            code = event.error if CODE.match(event.error or "") else "stopped"
-            self._fail(session, task, job, attempt, code, job_status="stopped")
-        elif status == "failed":
-            self._fail(session, task, job, attempt, event.error or "trainer_failed")
 
     def _metrics(
         self,
@@ -686,60 +610,14 @@ class ClaimService:
         lifecycle.append_event(
             session, job, "result", attempt=attempt.attempt_number, sha256=result.sha256 or None
         )
-        if job.status == "cancelling":
-            self._finish(session, job, attempt, "cancelled")
+        if job.status == JobStatus.CANCELLING:
+            lifecycle.finish(session, job, attempt, JobStatus.CANCELLED)
         elif (job.evaluation or {}).get("verdict") == "rejected":
-            self._finish(session, job, attempt, "rejected")
+            lifecycle.finish(session, job, attempt, JobStatus.REJECTED)
         else:
-            self._finish(session, job, attempt, "succeeded")
-
-    def _finish(self, session: Session, job: JobRow, attempt: AttemptRow, status: str) -> None:
-        if job.status in ("running", "evaluating") and status in ("succeeded", "rejected"):
-            lifecycle.move_job(session, job, "finalizing", reason="training_finished")
-        if attempt.status in ("leased", "accepted") and status != "cancelled":
-            lifecycle.move_attempt(session, job, attempt, "started")
-        lifecycle.move_attempt(
-            session, job, attempt, "cancelled" if status == "cancelled" else "succeeded"
-        )
-        lifecycle.move_job(session, job, status, reason="run_" + status)
-        lifecycle.end_tasks(session, job, "done")
-
-    def _fail(
-        self, session: Session, task: TaskRow, job: JobRow, attempt: AttemptRow, code: str,
-        *, job_status: str = "failed",
-    ) -> None:  # fmt: skip
-        code = code if CODE.match(code) else "trainer_failed"
-        if job_status == "stopped":
-            failure = (code, "limit", "The run reached a bound.")
-        else:
-            category, message = FAILURES.get(
-                code, ("trainer", "The run failed; see the job's events.")
-            )
-            failure = (code, category, message)
-        lifecycle.move_attempt(session, job, attempt, "failed", failure=failure)
-        if job.status == "cancelling":
-            lifecycle.move_job(session, job, "cancelled", reason="run_cancelled")
-        elif job.status not in lifecycle.TERMINAL:
-            lifecycle.move_job(session, job, job_status, reason=code, failure=failure)
-        lifecycle.end_tasks(session, job, "failed")
+            lifecycle.finish(session, job, attempt, JobStatus.SUCCEEDED)
 
     # -- expiry --------------------------------------------------------------------------
-
-    def _lose(self, session: Session, task: TaskRow, job: JobRow) -> None:
-        """A task silent past its lease: expired; its job fails `executor_lost` (a run
-        resumes only from its own checkpoint, so it is not moved elsewhere)."""
-        task.status, task.end_time = "expired", self._now()
-        if job.status in lifecycle.TERMINAL or job.attempt_count != task.attempt_number:
-            return
-        attempt = lifecycle.current_attempt(session, job)
-        failure = ("executor_lost", "executor", "The executor running the job stopped reporting.")
-        if attempt.status not in lifecycle.ATTEMPT_TERMINAL:
-            lifecycle.move_attempt(session, job, attempt, "expired", failure=failure)
-        if job.status == "cancelling":
-            lifecycle.move_job(session, job, "cancelled", reason="executor_lost")
-        else:
-            lifecycle.move_job(session, job, "failed", reason="executor_lost", failure=failure)
-        lifecycle.end_tasks(session, job, "failed")
 
     def expire_leases(self) -> int:
         """End every task whose lease lapsed. Idempotent, and safe with several replicas:
@@ -750,7 +628,7 @@ class ClaimService:
             with self._store.unit() as session:
                 lapsed = session.scalars(
                     sa.select(TaskRow)
-                    .where(TaskRow.status == "leased", TaskRow.lease_expires <= now)
+                    .where(TaskRow.status == TaskStatus.LEASED, TaskRow.lease_expires <= now)
                     .limit(100)
                     .with_for_update(skip_locked=True)
                 ).all()
@@ -760,7 +638,7 @@ class ClaimService:
                     # locks its tasks next, so waiting here could deadlock with it.
                     job = session.get(JobRow, task.job_id, with_for_update={"skip_locked": True})
                     if job is not None:
-                        self._lose(session, task, job)
+                        lifecycle.lose(session, job, task)
                         lost += 1
                 return lost
 
@@ -778,9 +656,9 @@ class ClaimService:
                     .join(JobRow, JobRow.id == TaskRow.job_id)
                     .where(
                         TaskRow.executor_id == executor_id,
-                        TaskRow.status == "leased",
+                        TaskRow.status == TaskStatus.LEASED,
                         TaskRow.cancel_sent.is_(False),
-                        JobRow.status.in_(("cancelling", "cancelled", "stopped", "failed")),
+                        JobRow.status.in_(STOPPING),
                     )
                 ).all()
                 for task, _ in due:
@@ -802,10 +680,8 @@ class ClaimService:
                 assert job is not None and task is not None
                 if not self._holds(task, token, self._now()):
                     raise _lease_lost()
-                task.status, task.lease_sha256, task.executor_id = "open", "", ""
-                attempt = lifecycle.current_attempt(session, job)
-                if task.role == "lead" and attempt.status == "leased":
-                    lifecycle.move_attempt(session, job, attempt, "queued")
+                lifecycle.release(session, job, task)
+                task.lease_sha256, task.executor_id = "", ""
 
         self._retry(work)
 

@@ -12,8 +12,9 @@ from typing import TypeAlias
 import grpc
 
 from services.claims.service import ClaimService, Offer
-from services.core import context, errors, lifecycle
+from services.core import context, errors
 from services.core.auth import Principal
+from services.core.states import TERMINAL
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
 
@@ -171,7 +172,7 @@ class _Session:
             return claim_service_pb2.ConnectResponse(
                 ack=claim_service_pb2.Ack(task=report.task, reason=exc.reason)
             )
-        if answer.status in lifecycle.TERMINAL:
+        if answer.status in TERMINAL:
             self._held.discard(report.task)
         return claim_service_pb2.ConnectResponse(
             ack=claim_service_pb2.Ack(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.core import keys
+from trainyard.training import catalog
 
 
 class ConfigError(ValueError):
@@ -136,9 +137,7 @@ class Config:
             service_key=env.get("TRAINYARD_SERVICE_KEY", ""),
             master_key_hex=env.get("TRAINYARD_MASTER_KEY", ""),
             local_executor=env.get("TRAINYARD_LOCAL_EXECUTOR", "1") not in ("0", "false", "no"),
-            models_path=Path(env["TRAINYARD_MODELS_DIR"]).resolve()
-            if env.get("TRAINYARD_MODELS_DIR")
-            else None,
+            models_path=catalog.models_dir(env),
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
         )

@@ -19,12 +19,19 @@ from sqlalchemy.orm.exc import StaleDataError
 from services.core import audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.lifecycle import AttemptRow, EventRow, JobRow, MetricRow
 from services.core.pagetoken import PageTokens, page_size
+from services.core.states import JOB_MOVES, RETRYABLE, TERMINAL, JobStatus
 from services.core.store import Store, retrying, utcnow
-from services.jobs import datasets, planning, spec, view
-from services.jobs.catalog import Base, Catalog
-from services.jobs.store import IdempotencyKey, SnapshotItemRow, SnapshotRow
+from services.core.tables import (
+    AttemptRow,
+    EventRow,
+    JobRow,
+    MetricRow,
+    SnapshotItemRow,
+    SnapshotRow,
+)
+from services.jobs import sources, spec, view
+from services.jobs.store import IdempotencyKey
 from services.jobs.validation import (
     IDEMPOTENCY_KEY,
     check_identifier,
@@ -32,6 +39,8 @@ from services.jobs.validation import (
     parse_json_job,
 )
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
+from trainyard.training import datasets, planning
+from trainyard.training.catalog import Base, Catalog
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,8 +81,8 @@ class JobService:
         catalog: Catalog,
         config: Config,
         tokens: PageTokens,
-        reader: datasets.DatasetReader | None = None,
-        snapshots: datasets.SnapshotKeeper | None = None,
+        reader: sources.DatasetReader | None = None,
+        snapshots: sources.SnapshotKeeper | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
@@ -107,13 +116,15 @@ class JobService:
         """Validate and plan a spec as a create would, in HIP-1333 §3's order."""
         base = spec.validate(job, self._catalog)
         expanded = spec.expand(job, base)
-        rows = datasets.load(expanded.dataset.uri, principal.org, self._reader)
-        selected = datasets.select(rows, expanded.dataset.tags)
-        stats = datasets.check(
-            selected,
-            system_prompt=expanded.dataset.system_prompt,
-            loss_mask=expanded.objective.loss_mask,
-        )
+        rows = sources.load(expanded.dataset.uri, principal.org, self._reader)
+        try:
+            stats = datasets.check(
+                datasets.select(rows, expanded.dataset.tags),
+                system_prompt=expanded.dataset.system_prompt,
+                loss_mask=expanded.objective.loss_mask,
+            )
+        except datasets.DatasetError as exc:
+            raise sources.domain_error(exc) from None
         bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
         plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound)
         workload = planning.workload_seconds(
@@ -249,7 +260,7 @@ class JobService:
         open_jobs = session.scalar(
             sa.select(sa.func.count())
             .select_from(JobRow)
-            .where(JobRow.org == org, JobRow.status.not_in(lifecycle.TERMINAL))
+            .where(JobRow.org == org, JobRow.status.not_in(TERMINAL))
         )
         if (open_jobs or 0) >= self._config.queue_limit:
             raise errors.ResourceExhausted(
@@ -286,7 +297,7 @@ class JobService:
     def list_jobs(
         self, principal: Principal, *, status: str, project: str, size: int, token: str
     ) -> tuple[list[job_pb2.Job], str, int]:
-        if status and status not in lifecycle.JOB_STATES:
+        if status and status not in JOB_MOVES:
             raise errors.ValidationError("status", "is not a job status")
         limit = page_size(size)
         scope = {"org": principal.org, "method": "ListJobs", "status": status, "project": project}
@@ -329,16 +340,9 @@ class JobService:
                 row = self._job(session, principal, job_id, lock=True)
                 refusal: errors.DomainError | None = None
                 try:
-                    plan = lifecycle.cancel_plan(row.status, held=lifecycle.held(session, row))
+                    lifecycle.cancel(session, row, actor=principal.key_id, request_id=request_id)
                 except errors.DomainError as exc:
-                    plan, refusal = "refused", exc
-                if plan == "now":
-                    self._cancel_now(session, row, principal, request_id)
-                elif plan == "cooperative":
-                    lifecycle.move_job(
-                        session, row, "cancelling", reason="cancel_requested",
-                        actor=principal.key_id, request_id=request_id,
-                    )  # fmt: skip
+                    refusal = exc
                 name = "training.job.cancel.rejected" if refusal else "training.job.cancel.accepted"
                 audit.record(
                     session, name, org=row.org, subject=row.id, code=refusal.reason if refusal else "",
@@ -350,20 +354,6 @@ class JobService:
         if refusal:
             raise refusal
         return job
-
-    def _cancel_now(
-        self, session: Session, row: JobRow, principal: Principal, request_id: str
-    ) -> None:
-        """Nothing has run: the job ends cancelled at once, uncharged."""
-        attempt = lifecycle.current_attempt(session, row)
-        lifecycle.move_attempt(session, row, attempt, "cancelled")
-        if row.preparation and row.preparation.get("status") in ("queued", "snapshotting"):
-            row.preparation = {**row.preparation, "status": "cancelled"}
-        lifecycle.end_tasks(session, row, "cancelled")
-        lifecycle.move_job(
-            session, row, "cancelled", reason="cancel_requested",
-            actor=principal.key_id, request_id=request_id,
-        )  # fmt: skip
 
     def retry(
         self, principal: Principal, job_id: str, *, key: str, resume: bool, request_id: str = ""
@@ -391,7 +381,7 @@ class JobService:
                             metadata={"field": "idempotency_key"},
                         )
                     return view.job_proto(session, row), _attempt_proto(earlier)
-                if row.status not in lifecycle.RETRYABLE or row.deleted:
+                if row.status not in RETRYABLE or row.deleted:
                     raise errors.InvalidTransition("Only a failed or cancelled job can be retried.")
                 checkpoint = (row.result or {}).get("checkpoint_sha256", "")
                 if resume and not checkpoint:
@@ -415,7 +405,7 @@ class JobService:
                 )  # fmt: skip
                 session.add(attempt)
                 session.flush()
-                lifecycle.reopen_for_retry(session, row, attempt, actor=principal.key_id)
+                lifecycle.requeue(session, row, attempt, actor=principal.key_id)
                 return view.job_proto(session, row), _attempt_proto(attempt)
 
         return retrying(work)
@@ -556,9 +546,9 @@ class JobService:
                 sa.select(JobRow)
                 .where(
                     sa.or_(
-                        JobRow.status == "queued",
+                        JobRow.status == JobStatus.QUEUED,
                         sa.and_(
-                            JobRow.status == "preparing",
+                            JobRow.status == JobStatus.PREPARING,
                             JobRow.dataset_sha256 == "",
                             JobRow.update_time < stalled,
                         ),
@@ -571,16 +561,8 @@ class JobService:
             if row is None:
                 return False
             job_id, org = row.id, row.org
-            verified = bool(row.preparation and row.preparation.get("status") == "verified")
             try:
-                if row.status == "preparing":
-                    row.update_time = utcnow()  # taken again: quiet for another while
-                else:
-                    lifecycle.move_job(session, row, "preparing", reason="preparation_started")
-                if verified:
-                    lifecycle.open_tasks(session, row)  # a retry reads the snapshot it had
-                else:
-                    row.preparation = {"status": "snapshotting"}
+                verified = lifecycle.start_preparation(session, row)
                 spec_json = dict(row.spec or {})
             except StaleDataError:
                 return True
@@ -588,13 +570,13 @@ class JobService:
             return True
         try:
             job = json_format.ParseDict(spec_json, job_pb2.Job(), ignore_unknown_fields=True)
-            rows = datasets.select(
-                datasets.load(job.dataset.uri, org, self._reader), job.dataset.tags
+            rows = sources.load(job.dataset.uri, org, self._reader)
+            snapshot = datasets.build_snapshot(
+                datasets.select(rows, job.dataset.tags), job.objective.loss_mask
             )
-            snapshot = datasets.build_snapshot(rows, job.objective.loss_mask)
             if self._snapshots is not None:
                 self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
-        except errors.DomainError as exc:
+        except (errors.DomainError, datasets.DatasetError) as exc:
             if exc.reason == "UNAVAILABLE":
                 # Nothing is wrong with the input: the job stays snapshotting and is taken
                 # again once the store answers.
@@ -627,37 +609,16 @@ class JobService:
                     for position, (item, split) in enumerate(snapshot.items)
                 )  # fmt: skip
             row = session.get(JobRow, job_id, with_for_update=True)
-            if row is None or row.status != "preparing":
+            if row is None or row.status != JobStatus.PREPARING:
                 return  # cancelled meanwhile: the snapshot stays, unused
-            row.dataset_sha256 = snapshot.sha256
-            row.snapshot_time = utcnow()
-            row.preparation = {
-                "status": "verified",
-                "snapshot_sha256": snapshot.sha256,
-                "selected_examples": len(snapshot.items),
-                "trainable_examples": row.plan.get("selected_examples", 0),
-            }
-            lifecycle.append_event(
-                session,
-                row,
-                "transition",
-                attempt=row.attempt_count,
-                status="preparing",
-                reason="snapshot_verified",
-            )
-            lifecycle.open_tasks(session, row)
+            lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
 
     def _preparation_failed(self, job_id: str, code: str) -> None:
         with self._store.unit() as session:
             row = session.get(JobRow, job_id, with_for_update=True)
-            if row is None or row.status != "preparing":
+            if row is None or row.status != JobStatus.PREPARING:
                 return
-            row.preparation = {"status": "failed", "failure_code": code}
-            failure = (code, "input", "The dataset could not be snapshotted.")
-            lifecycle.move_attempt(
-                session, row, lifecycle.current_attempt(session, row), "failed", failure=failure
-            )
-            lifecycle.move_job(session, row, "failed", reason="preparation_failed", failure=failure)
+            lifecycle.preparation_failed(session, row, code)
 
     # -- proto -------------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ import grpc
 from google.protobuf import json_format
 
 from services.core import context, errors, lifecycle
-from services.jobs.catalog import Catalog
 from services.jobs.service import JobService
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
+from trainyard.training.catalog import Catalog
 
 MAX_WAIT_SECONDS = 25
 POLL_SECONDS = 0.25

@@ -11,8 +11,8 @@ from google.protobuf import json_format
 
 from services.core import errors, retention
 from services.jobs import validation as v
-from services.jobs.catalog import FIXTURE_DATASET, Base, Catalog
 from trainyard.job.v1 import job_pb2
+from trainyard.training.catalog import FIXTURE_DATASET, Base, Catalog
 
 MODES = ("full", "lora", "qlora", "readout", "basis", "auto")
 LOSS_MASKS = ("assistant_only", "full_sequence")

@@ -14,8 +14,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from services.core.lifecycle import EventRow, MetricRow
 from services.core.store import open_store
+from services.core.tables import EventRow, MetricRow
 from tests.support import StackProcess, alive, bearer, wait_for_job
 
 JOB = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}

@@ -159,7 +159,8 @@ def test_the_admin_interface_listens_on_loopback_only(stack: StackProcess) -> No
 
 
 def test_restart_on_the_same_home_keeps_rows_and_objects(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from infra.objectstore import credentials, s3_client
+    from infra.objectstore import credentials
+    from services.artifacts.objects import s3_client
 
     first = StackProcess(tmp_path / "home").start()
     try:

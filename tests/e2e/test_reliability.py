@@ -15,8 +15,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from services.artifacts.store import ObjectRow
 from services.core.store import open_store
+from services.core.tables import ObjectRow
 from tests.support import StackProcess, wait_for_job
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}

@@ -20,7 +20,7 @@ from google.protobuf import json_format, struct_pb2
 
 from infra.objectstore import SeaweedFS
 from services.artifacts.server import build_server as build_artifacts
-from services.core import audit, auth, lifecycle
+from services.core import audit, auth, lifecycle, tables
 from services.core.config import Config
 from services.core.store import Store
 from tests.integration.test_jobs import reason_of
@@ -403,7 +403,7 @@ def wait_prepared(org: Org, job_id: str) -> job_pb2.Job:
 
 def finish(store: Store, job_id: str) -> None:
     with store.unit() as session:
-        row = session.get(lifecycle.JobRow, job_id)
+        row = session.get(tables.JobRow, job_id)
         for state in ("preparing", "running", "finalizing", "succeeded"):
             lifecycle.move_job(session, row, state)  # type: ignore[arg-type]
 
@@ -421,7 +421,7 @@ def test_a_job_output_with_provenance_and_its_deletion_cascade(
                                                            {"role": "assistant", "content": "z"}]}]))  # fmt: skip
     job = wait_prepared(reader_org, create_job(reader_org, f"artifact:{dataset}").id)  # type: ignore[attr-defined]
     with store.unit(write=False) as session:
-        row = session.get(lifecycle.JobRow, job.id)  # type: ignore[attr-defined]
+        row = session.get(tables.JobRow, job.id)  # type: ignore[attr-defined]
         snapshot, config_sha = row.dataset_sha256, row.spec_sha256  # type: ignore[union-attr]
     platform = [("authorization", f"Bearer {platform_key}"), ("x-org-id", reader_org.name)]
     output = os.urandom(3000)
@@ -519,7 +519,7 @@ def test_a_job_output_with_provenance_and_its_deletion_cascade(
 
 
 def expire(store: Store, org: str, digest: str) -> None:
-    from services.artifacts.store import ObjectRow
+    from services.core.tables import ObjectRow
 
     with store.unit() as session:
         row = session.get(ObjectRow, (org, digest))

@@ -15,7 +15,7 @@ from google.protobuf import struct_pb2
 from infra.procs import free_port
 from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
-from services.core import audit, auth, lifecycle
+from services.core import audit, auth, tables
 from services.core.config import Config
 from services.core.store import Store
 from tests.integration.test_jobs import reason_of
@@ -130,7 +130,7 @@ def test_an_executor_claims_its_orgs_job_on_its_machine_and_reports(
     )
     with store.unit(write=False) as session:
         values = session.scalars(
-            sa.select(lifecycle.MetricRow.value).order_by(lifecycle.MetricRow.step)
+            sa.select(tables.MetricRow.value).order_by(tables.MetricRow.step)
         ).all()
     assert list(values) == [2.5, 2.0, 1.5]
 
@@ -261,7 +261,7 @@ def test_a_report_holds_at_most_500_events_and_cuts_log_lines(
     wire.report(claimed, task_pb2.TaskEvent(seq=1, type="log", line="é" * 5000))
     with store.unit(write=False) as session:
         (line,) = session.scalars(
-            sa.select(lifecycle.EventRow.data).where(lifecycle.EventRow.type == "log")
+            sa.select(tables.EventRow.data).where(tables.EventRow.type == "log")
         ).all()
     assert len(line["line"].encode()) <= 4096
     assert job.id
@@ -282,8 +282,8 @@ def test_the_expiry_sweep_is_idempotent_across_replicas(
         t.join()
     with store.unit(write=False) as session:
         failed = session.scalars(
-            sa.select(lifecycle.EventRow).where(
-                lifecycle.EventRow.job_id == job.id, lifecycle.EventRow.type == "transition"
+            sa.select(tables.EventRow).where(
+                tables.EventRow.job_id == job.id, tables.EventRow.type == "transition"
             )
         ).all()
         assert [e.data["status"] for e in failed].count("failed") == 1
@@ -367,7 +367,7 @@ def test_a_report_that_cannot_be_applied_yet_keeps_the_lease(
 
     def expiry() -> object:
         with store.unit(write=False) as session:
-            return session.get(lifecycle.TaskRow, claimed.task.id).lease_expires  # type: ignore[union-attr]
+            return session.get(tables.TaskRow, claimed.task.id).lease_expires  # type: ignore[union-attr]
 
     before = expiry()
     time.sleep(0.2)

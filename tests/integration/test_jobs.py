@@ -14,16 +14,16 @@ import sqlalchemy as sa
 from google.protobuf import json_format, struct_pb2
 from grpc_status import rpc_status
 
-from services.core import audit, lifecycle
+from services.core import audit, lifecycle, tables
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
 from services.core.store import Store
-from services.jobs.catalog import Catalog
 from services.jobs.server import build_server
 from services.jobs.service import JobService
 from tests.support import ServiceThread
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
+from trainyard.training.catalog import Catalog
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 
@@ -248,7 +248,7 @@ def test_cancel_from_queued_or_preparing_ends_at_once_and_repeats_as_a_no_op(acm
 def move(store: Store, job_id: str, *states: str) -> None:
     """Move a job as an executor's reports would, through the lifecycle module."""
     with store.unit() as session:
-        row = session.get(lifecycle.JobRow, job_id)
+        row = session.get(tables.JobRow, job_id)
         assert row is not None
         for state in states:
             lifecycle.move_job(session, row, state)
@@ -406,7 +406,9 @@ def test_the_queue_limit_and_duration_admission(tight: grpc.Channel, keys: dict[
 def test_refusals_and_acceptances_are_on_the_audit_trail_without_bodies(
     acme: Api, store: Store
 ) -> None:
-    acme.create({**FIXTURE, "requested_by": "auditor"})
+    job = acme.create({**FIXTURE, "requested_by": "auditor"})
+    # Preparation moves it out of the queue on its own time; its move is audited then.
+    acme.wait_for(job.id, lambda j: j.status != "queued")
     with pytest.raises(grpc.RpcError):
         acme.create(
             {

@@ -22,9 +22,9 @@ from executor import fixture
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
-from services.jobs.catalog import Catalog
 from services.jobs.service import JobService
 from services.jobs.validation import parse_json_job
+from trainyard.training.catalog import Catalog
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 

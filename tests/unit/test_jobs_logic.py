@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from services.core import errors, lifecycle
-from services.jobs import datasets, planning, spec
-from services.jobs.catalog import Catalog
+from services.core import errors, states
+from services.jobs import spec
 from services.jobs.validation import parse_json_job
 from tests.support import EXAMPLE
 from trainyard.job.v1 import job_pb2, model_pb2
+from trainyard.training import datasets, planning
+from trainyard.training.catalog import Catalog
 
 
 def hp(**kw: int) -> job_pb2.Hyperparameters:
@@ -92,16 +93,16 @@ def chat(*messages: tuple[str, str], tags: tuple[str, ...] = ()) -> datasets.Row
 
 
 def test_dataset_checks_empty_unusable_and_conflict_with_the_count() -> None:
-    with pytest.raises(errors.DomainError) as caught:
+    with pytest.raises(datasets.DatasetError) as caught:
         datasets.check([], system_prompt="", loss_mask="assistant_only")
     assert caught.value.reason == "DATASET_EMPTY"
     blank = [chat(("user", "hi"), ("assistant", "  "))]
-    with pytest.raises(errors.DomainError) as caught:
+    with pytest.raises(datasets.DatasetError) as caught:
         datasets.check(blank, system_prompt="", loss_mask="assistant_only")
     assert caught.value.reason == "DATASET_UNUSABLE"
     rows = [chat(("system", "be nice"), ("user", "a"), ("assistant", "b")) for _ in range(3)]
     rows.append(chat(("user", "a"), ("assistant", "c")))
-    with pytest.raises(errors.DomainError) as caught:
+    with pytest.raises(datasets.DatasetError) as caught:
         datasets.check(rows, system_prompt="Be brief.", loss_mask="assistant_only")
     assert caught.value.reason == "DATASET_CONFLICT" and caught.value.metadata["conflicts"] == "3"
 
@@ -109,7 +110,7 @@ def test_dataset_checks_empty_unusable_and_conflict_with_the_count() -> None:
 def test_tags_select_the_union_and_unknown_tags_are_refused() -> None:
     rows = datasets.fixture_rows()
     assert len(datasets.select(rows, ["reverse", "upper", "reverse"])) == 80
-    with pytest.raises(errors.DomainError) as caught:
+    with pytest.raises(datasets.DatasetError) as caught:
         datasets.select(rows, ["nope"])
     assert caught.value.reason == "DATASET_SELECTION_INVALID"
 
@@ -119,10 +120,10 @@ def test_uploaded_rows_parse_and_a_bad_line_is_named_by_number() -> None:
     assert [r.messages for r in datasets.parse_jsonl(good * 2)] == [
         (("user", "hi"), ("assistant", "yo"))
     ] * 2
-    with pytest.raises(errors.DomainError) as caught:
+    with pytest.raises(datasets.DatasetError) as caught:
         datasets.parse_jsonl(good + b'{"messages": "SECRET"}\n')
     assert caught.value.reason == "DATASET_UNUSABLE" and caught.value.metadata["line"] == "2"
-    assert "SECRET" not in caught.value.message
+    assert "SECRET" not in str(caught.value)
 
 
 def test_the_eval_split_is_stable_and_grows_by_identity() -> None:
@@ -262,50 +263,67 @@ def _strings(value: object) -> list[str]:
 
 
 class JobLifecycle(RuleBasedStateMachine):
-    """Any sequence of moves, cancels and retries keeps the lifecycle's promises."""
+    """Any sequence of moves, cancels and retries keeps the job table's promises."""
 
     def __init__(self) -> None:
         super().__init__()
         self.status = "queued"
 
-    @rule(to=st.sampled_from(sorted(lifecycle.JOB_STATES)))
+    @rule(to=st.sampled_from(sorted(states.JOB_MOVES)))
     def move(self, to: str) -> None:
         before = self.status
         try:
-            changed = lifecycle.check_job_move(before, to)
+            changed = states.check_move(states.JOB_MOVES, before, to)
         except errors.InvalidTransition:
-            assert to != before and to not in lifecycle.JOB_MOVES[before]
+            assert to != before and to not in states.JOB_MOVES[before]
             return
         assert changed == (to != before)
-        assert before not in lifecycle.TERMINAL or not changed  # terminal states never change
+        assert before not in states.TERMINAL or not changed  # terminal states never change
         self.status = to
 
-    @rule()
-    def cancel(self) -> None:
+    @rule(held=st.booleans())
+    def cancel(self, held: bool) -> None:
         try:
-            plan = lifecycle.cancel_plan(self.status)
+            plan = states.cancel_plan(self.status, held=held)
         except errors.DomainError as exc:
             assert (self.status == "finalizing" and exc.reason == "JOB_FINALIZING") or (
-                self.status in lifecycle.TERMINAL - {"cancelled"}
+                self.status in states.TERMINAL - {"cancelled"}
                 and exc.reason == "INVALID_TRANSITION"
             )
             return
-        if plan == "now":
+        if plan == states.CancelPlan.NOW:
+            assert self.status == "queued" or (self.status == "preparing" and not held)
             self.status = "cancelled"
-        elif plan == "cooperative":
-            assert lifecycle.check_job_move(self.status, "cancelling")
+        elif plan == states.CancelPlan.COOPERATIVE:
+            assert states.check_move(states.JOB_MOVES, self.status, "cancelling")
             self.status = "cancelling"
         else:
             assert self.status in ("cancelling", "cancelled")
 
     @rule()
     def retry(self) -> None:
-        if self.status in lifecycle.RETRYABLE:
+        if self.status in states.RETRYABLE:
             self.status = "queued"
 
     @invariant()
     def known_state(self) -> None:
-        assert self.status in lifecycle.JOB_STATES
+        assert self.status in set(states.JobStatus)
 
 
 TestJobLifecycle = JobLifecycle.TestCase
+
+
+@pytest.mark.parametrize(
+    ("moves", "ended"),
+    [
+        (states.JOB_MOVES, states.TERMINAL),
+        (states.ATTEMPT_MOVES, states.ATTEMPT_TERMINAL),
+        (states.TASK_MOVES, states.TASK_ENDED),
+        (states.PREPARATION_MOVES, states.PREPARATION_ENDED),
+    ],
+)
+def test_each_table_names_every_state_and_ended_states_allow_nothing(moves, ended) -> None:  # type: ignore[no-untyped-def]
+    named = set(moves)
+    assert all(targets <= named for targets in moves.values())
+    assert all(not moves[state] for state in ended)
+    assert all(moves[state] for state in named - ended)  # every other state can move on

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from services.jobs import spec
-from services.jobs.catalog import Catalog
 from services.jobs.validation import parse_json_job
 from tests.support import make_local_model
+from trainyard.training.catalog import Catalog
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from google.protobuf.descriptor import ServiceDescriptor
 
 import trainyard
+from gateway.render import SERVES
 from services.core import audit, auth, errors, roles
 from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Base, Store, create_engine
@@ -40,9 +41,15 @@ def test_the_generated_services_are_all_found() -> None:
         "trainyard.claim.v1.ClaimService",
         "trainyard.artifact.v1.ArtifactService",
         "trainyard.meter.v1.MeterService",
+        "trainyard.client.v1.ClientService",
     } <= names
-    # No service package escapes the glob above.
-    packages = {m.name for m in pkgutil.iter_modules(trainyard.__path__) if m.ispkg}
+    # No service package escapes the glob above: every versioned contract package is found.
+    root = Path(trainyard.__file__).parent
+    packages = {
+        m.name
+        for m in pkgutil.iter_modules(trainyard.__path__)
+        if m.ispkg and (root / m.name / "v1").is_dir()
+    }
     assert {n.split(".")[1] for n in names} == packages - {"common"}
 
 
@@ -51,6 +58,22 @@ def test_every_method_of_every_service_names_its_roles(service: ServiceDescripto
     table = roles.for_service(service.full_name)
     missing = [m.name for m in service.methods if not table.get(m.name)]
     assert missing == [], f"place these methods in services/core/roles.py: {missing}"
+
+
+def test_the_gateway_routes_every_service_to_one_upstream() -> None:
+    routed = [full for served in SERVES.values() for full in served]
+    assert sorted(routed) == sorted(s.full_name for s in service_descriptors())
+    assert SERVES["jobs"] == ("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService")
+
+
+def test_a_process_serving_two_services_checks_both_tables() -> None:
+    merged = roles.for_services("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService")
+    assert merged["CreateJob"] == roles.ORG_USERS
+    assert merged["CreateTrainingClient"] == roles.DEPLOYMENT
+    assert merged["RunForwardBackward"] == roles.ORG_USERS
+    # The interceptor looks a method up by its short name, so two tables must not overlap.
+    with pytest.raises(ValueError, match="CreateJob"):
+        roles.for_services("trainyard.job.v1.JobService", "trainyard.job.v1.JobService")
 
 
 def test_the_table_names_only_known_roles() -> None:

@@ -18,6 +18,18 @@ from typing import Any
 from trainyard.job.v1 import job_pb2, model_pb2
 
 FIXTURE_BASE = "fixture-tiny-llm"
+
+
+def models_dir(env: Mapping[str, str]) -> Path:
+    """Where local Hugging Face bases are found: `TRAINYARD_MODELS_DIR`, else `models/`
+    under `TRAINYARD_HOME`."""
+    named = (
+        env.get("TRAINYARD_MODELS_DIR")
+        or Path(env.get("TRAINYARD_HOME") or ".trainyard") / "models"
+    )
+    return Path(named).resolve()
+
+
 FIXTURE_DATASET = "fixture:synthetic-tiny-v1"
 
 
@@ -220,6 +232,11 @@ class Catalog:
 
     def __init__(self, bases: tuple[Base, ...] = (FIXTURE,)) -> None:
         self._bases = {base.name: base for base in bases}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Catalog:
+        """The catalog of this machine's environment (`TRAINYARD_MODELS_DIR`)."""
+        return cls.discover(models_dir(env))
 
     @classmethod
     def discover(cls, models_dir: Path | None) -> Catalog:

@@ -1,4 +1,4 @@
-"""Datasets: the built-in fixture, chat JSON Lines the org uploaded, selection by tags,
+"""Datasets: the built-in fixture, chat JSON Lines an org uploaded, selection by tags,
 the checks a create makes, and the immutable snapshot a run reads.
 
 Rows are chats, `{"messages": [{"role", "content"}], "id"?, "name"?, "tags"?}`.
@@ -10,12 +10,9 @@ import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
 
-from services.core import errors
-from services.jobs import planning
-from services.jobs.catalog import FIXTURE_DATASET
+from trainyard.training import planning
 
 ROLES = ("system", "user", "assistant")
 MAX_ROWS = 1_000_000
@@ -49,17 +46,16 @@ class Row:
         }
 
 
-class DatasetReader(Protocol):
-    """Where an org's uploaded bytes come from (ArtifactService, in the deployment)."""
+class DatasetError(ValueError):
+    """Rows a job cannot be made of. `reason` is the contract's error reason, `field` the
+    field at fault; `metadata` holds safe values only (a line number, a count): the
+    message never quotes a row."""
 
-    def read(self, org: str, sha256: str) -> bytes: ...
-
-
-class SnapshotKeeper(Protocol):
-    """Where a job's snapshot is kept as an object the job holds, so a retry reads the
-    same rows after the source is gone (ArtifactService, in the deployment)."""
-
-    def keep(self, org: str, job_id: str, sha256: str, data: bytes) -> None: ...
+    def __init__(
+        self, message: str, *, reason: str, field: str, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason, self.field, self.metadata = reason, field, dict(metadata or {})
 
 
 # -- the fixture ---------------------------------------------------------------------------
@@ -98,11 +94,12 @@ def fixture_rows(count: int = FIXTURE_ROWS) -> list[Row]:
 # -- uploaded rows -------------------------------------------------------------------------
 
 
-def _unusable(line: int) -> errors.DomainError:
-    return errors.FailedPrecondition(
+def _unusable(line: int) -> DatasetError:
+    return DatasetError(
         "The dataset has a row that is not a chat.",
         reason="DATASET_UNUSABLE",
-        metadata={"field": "dataset.uri", "line": str(line)},
+        field="dataset.uri",
+        metadata={"line": str(line)},
     )
 
 
@@ -148,14 +145,6 @@ def parse_jsonl(data: bytes) -> list[Row]:
     return rows
 
 
-def load(uri: str, org: str, reader: DatasetReader | None) -> list[Row]:
-    if uri == FIXTURE_DATASET:
-        return fixture_rows()
-    if reader is None:
-        raise errors.Unavailable()
-    return parse_jsonl(reader.read(org, uri.split(":", 1)[1]))
-
-
 # -- selection and the checks of a create --------------------------------------------------
 
 
@@ -178,8 +167,8 @@ def select(rows: Sequence[Row], tags: Iterable[str]) -> list[Row]:
         return list(rows)
     known = {tag for row in rows for tag in row.tags}
     if any(tag not in known for tag in wanted):
-        raise errors.ValidationError(
-            "dataset.tags", "names a tag no row carries", reason="DATASET_SELECTION_INVALID"
+        raise DatasetError(
+            "names a tag no row carries", reason="DATASET_SELECTION_INVALID", field="dataset.tags"
         )
     chosen = set(wanted)
     return [row for row in rows if chosen.intersection(row.tags)]
@@ -198,25 +187,24 @@ def check(rows: Sequence[Row], *, system_prompt: str, loss_mask: str) -> Stats:
     """The dataset admission of a create: empty, unusable, or in conflict with a prompt."""
     found = stats(rows, loss_mask)
     if found.selected_chats == 0:
-        raise errors.FailedPrecondition(
-            "The dataset selection holds no rows.",
-            reason="DATASET_EMPTY",
-            metadata={"field": "dataset"},
+        raise DatasetError(
+            "The dataset selection holds no rows.", reason="DATASET_EMPTY", field="dataset"
         )
     if not found.is_trainable:
-        raise errors.FailedPrecondition(
+        raise DatasetError(
             "The dataset selection holds no trainable text.",
             reason="DATASET_UNUSABLE",
-            metadata={"field": "dataset"},
+            field="dataset",
         )
     if system_prompt:
         conflicts = sum(r.has_system() for r in rows)
         if conflicts:
-            raise errors.FailedPrecondition(
+            raise DatasetError(
                 f"{conflicts} selected rows carry their own system message; "
                 "system_prompt would add a second.",
                 reason="DATASET_CONFLICT",
-                metadata={"field": "dataset.system_prompt", "conflicts": str(conflicts)},
+                field="dataset.system_prompt",
+                metadata={"conflicts": str(conflicts)},
             )
     return found
 

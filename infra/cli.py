@@ -1,0 +1,61 @@
+"""The operator's commands that work on a deployment on this machine: `trainyard up` and
+`trainyard admin`. The `trainyard` command finds them by entry point."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from services.core import auth, errors
+from services.core.config import Config, ConfigError
+from services.core.store import open_store
+
+
+@click.command()
+def up() -> None:
+    """Start the whole stack on this machine (SQLite, SeaweedFS, the services, Envoy)."""
+    from infra.stack import Stack
+
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(Stack(config).run())
+
+
+@click.group()
+def admin() -> None:
+    """Administer the deployment directly through its store."""
+
+
+# "\b" keeps click from rewrapping the table, so each role stays on its own line.
+_CREATE_KEY_HELP = "\n".join(
+    [
+        "Create an API key and print it once; only its hash is stored.",
+        "",
+        "Each key acts in its own org; only platform and operator keys may act in another",
+        "org (the x-org-id header), and each such call is on the audit trail.",
+        "",
+        "\b",
+        "Roles:",
+        *(f"  {role:<9} {line}" for role, line in auth.ROLE_HELP.items()),
+    ]
+)
+
+
+@admin.command("create-key", help=_CREATE_KEY_HELP)
+@click.option("--org", required=True, help="The org the key belongs to.")
+@click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
+@click.option("--label", default="", help="A non-secret note about who holds it.")
+def create_key(org: str, role: str, label: str) -> None:
+    store = open_store(Config.from_env().database_url)
+    try:
+        with store.unit() as session:
+            key_id, key = auth.create_key(session, org=org, role=role, label=label)
+    except errors.DomainError as exc:
+        raise click.UsageError(exc.message) from None
+    finally:
+        store.dispose()
+    click.echo(key)
+    click.echo(f"key id {key_id}, org {org}, role {role}; it is not shown again", err=True)

@@ -1,0 +1,267 @@
+"""The tables several services read: jobs and what hangs off them (attempts, tasks,
+events, metrics), dataset snapshots, and stored objects; and the reads more than one
+service makes of them. Each is written by its owner only — the lifecycle module for a
+job's state, JobService for snapshots, ArtifactService for objects — as ARCHITECTURE.md
+§1 says; a service's own tables live in its `store.py`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from services.core.states import TERMINAL
+from services.core.store import Base, UtcDateTime
+
+
+class JobRow(Base):
+    """A job: its frozen spec and plan, and what became of it."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        sa.UniqueConstraint("org", "project", "number", name="uq_jobs_org_project_number"),
+        sa.Index("ix_jobs_org_create_time", "org", "create_time"),
+        sa.Index("ix_jobs_org_status", "org", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    project: Mapped[str] = mapped_column(sa.String(63))
+    number: Mapped[int] = mapped_column(sa.BigInteger())
+    status: Mapped[str] = mapped_column(sa.String(16))
+    version: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    # The expanded, frozen spec as proto JSON; None once the job is a tombstone.
+    spec: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    # sha256 of the canonical frozen spec: the training config hash of provenance.
+    spec_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    # The plan and what the run reported, as proto JSON blocks.
+    plan: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
+    preparation: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    progress: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    evaluation: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    result: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    dataset_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    # The sha256 of the uploaded object the job reads (`dataset.uri` `artifact:<sha256>`).
+    reads_sha256: Mapped[str] = mapped_column(
+        sa.String(64), default="", server_default="", index=True
+    )
+    model_available: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
+    failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
+    failure_message: Mapped[str] = mapped_column(sa.String(256), default="")
+    attempt_count: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    event_seq: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    requested_by: Mapped[str] = mapped_column(sa.String(64), default="")
+    deleted: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    update_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    preparing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    snapshot_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    running_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    finalizing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    cancelling_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+class AttemptRow(Base):
+    """One execution of a job."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "attempt_number", name="uq_attempts_job_id"),
+        sa.UniqueConstraint("job_id", "idempotency_key", name="uq_attempts_job_id_key"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    org: Mapped[str] = mapped_column(sa.String(63))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer())
+    status: Mapped[str] = mapped_column(sa.String(16))
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(128), nullable=True)
+    resume_from_checkpoint: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    resume_step: Mapped[int | None] = mapped_column(sa.Integer(), nullable=True)
+    training_seconds: Mapped[float | None] = mapped_column(sa.Float(), nullable=True)
+    failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
+    failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
+    failure_message: Mapped[str] = mapped_column(sa.String(256), default="")
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    leased_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    started_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    finalizing_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class EventRow(Base):
+    """One entry of a job's ordered, durable record."""
+
+    __tablename__ = "job_events"
+
+    job_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(sa.BigInteger(), primary_key=True, autoincrement=False)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    type: Mapped[str] = mapped_column(sa.String(16))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    # The event's typed fields (status, reason, name, step, value, line, sha256).
+    data: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class MetricRow(Base):
+    """One point of a job's metric series."""
+
+    __tablename__ = "job_metrics"
+
+    job_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt_number: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    step: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
+    value: Mapped[float] = mapped_column(sa.Float())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class TaskRow(Base):
+    """One executor's share of an attempt: a `lead`, and a `join` per further machine,
+    each claimed under a lease. The lease row is the truth, never the stream."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        sa.UniqueConstraint("job_id", "attempt_number", "position", name="uq_tasks_job_id"),
+        sa.Index("ix_tasks_status_create_time", "status", "create_time"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    job_id: Mapped[str] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    attempt_number: Mapped[int] = mapped_column(sa.Integer())
+    # 0 for the lead, then one per further machine: the task's rank in the job's world.
+    position: Mapped[int] = mapped_column(sa.Integer())
+    role: Mapped[str] = mapped_column(sa.String(8))
+    # The machine the job names for it; empty for a task the platform's executor may take.
+    machine: Mapped[str] = mapped_column(sa.String(63), default="")
+    world_size: Mapped[int] = mapped_column(sa.Integer(), default=1)
+    # `waiting` (a join before its lead coordinates), `open`, `leased`, then `done`,
+    # `failed`, `expired` or `cancelled`.
+    status: Mapped[str] = mapped_column(sa.String(16))
+    lease_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    epoch: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    lease_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    executor_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    coordinator: Mapped[str] = mapped_column(sa.String(270), default="")
+    device: Mapped[str] = mapped_column(sa.String(16), default="")
+    devices: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    held: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    last_seq: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    cancel_sent: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    claim_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    report_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    version: Mapped[int] = mapped_column(sa.Integer(), default=1)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+class SnapshotRow(Base):
+    """An immutable dataset snapshot of an org, named by the sha256 of its JSON Lines."""
+
+    __tablename__ = "snapshots"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    item_count: Mapped[int] = mapped_column(sa.Integer())
+    message_count: Mapped[int] = mapped_column(sa.Integer())
+    size: Mapped[int] = mapped_column(sa.BigInteger())
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class SnapshotItemRow(Base):
+    """One example of a snapshot, with its frozen split."""
+
+    __tablename__ = "snapshot_items"
+    __table_args__ = (
+        sa.ForeignKeyConstraint(
+            ["org", "snapshot_sha256"],
+            ["snapshots.org", "snapshots.sha256"],
+            name="fk_snapshot_items_snapshot",
+            ondelete="CASCADE",
+        ),
+        sa.Index("ix_snapshot_items_item", "org", "snapshot_sha256", "item_id"),
+    )
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    snapshot_sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    position: Mapped[int] = mapped_column(sa.Integer(), primary_key=True, autoincrement=False)
+    item_id: Mapped[str] = mapped_column(sa.String(160))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    split: Mapped[str] = mapped_column(sa.String(8))
+    message_count: Mapped[int] = mapped_column(sa.Integer())
+    messages: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON())
+    # Lower-cased title and message text, for `search`.
+    search_text: Mapped[str] = mapped_column(sa.Text())
+
+
+class ObjectRow(Base):
+    """One object of an org, named by the sha256 of its bytes. The row goes with the
+    bytes: a deleted object leaves no trace of its hash."""
+
+    __tablename__ = "objects"
+    __table_args__ = (
+        sa.UniqueConstraint("id", name="uq_objects_id"),
+        sa.Index("ix_objects_org_create_time", "org", "create_time"),
+    )
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    # A surrogate id, so the audit trail can name the object without its hash.
+    id: Mapped[str] = mapped_column(sa.String(32))
+    size: Mapped[int] = mapped_column(sa.BigInteger())
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(128))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    job_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    published: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    retention_policy: Mapped[str] = mapped_column(sa.String(16), default="default")
+    ttl_seconds: Mapped[int | None] = mapped_column(sa.BigInteger(), nullable=True)
+    upload_id: Mapped[str] = mapped_column(sa.String(256), default="")
+    meta: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    grant_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    stored_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+def in_use(session: Session, org: str, sha256: str) -> bool:
+    """Whether a job that has not ended reads the object: the upload its dataset names
+    (HIP-1333 §6), or the snapshot it trains on."""
+    job = JobRow
+    return (
+        session.scalar(
+            sa.select(job.id)
+            .where(
+                job.org == org,
+                sa.or_(job.reads_sha256 == sha256, job.dataset_sha256 == sha256),
+                job.status.not_in(TERMINAL),
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
+    """Stored and not past its retention, evaluated on every read: an expired object
+    reads as gone before the sweep deletes it, unless it is published or in use."""
+    if row is None or row.status != "stored":
+        return False
+    if row.expires_at is None or row.expires_at > now or row.published:
+        return True
+    return in_use(session, row.org, row.sha256)

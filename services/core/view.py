@@ -1,0 +1,104 @@
+"""How a job reads: the stored rows turned into the `Job` every answer carries. Shared by
+the services that answer with a job (JobService, and ClaimService's assignments);
+JobService adds the preview of the rows it trained on."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+from google.protobuf import json_format, timestamp_pb2
+from sqlalchemy.orm import Session
+
+from services.core.store import utcnow
+from services.core.tables import (
+    AttemptRow,
+    JobRow,
+    ObjectRow,
+    readable,
+)
+from trainyard.job.v1 import job_pb2
+
+
+def ts(value: dt.datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
+    if start is None or end is None or end < start:
+        return None
+    return round((end - start).total_seconds(), 3)
+
+
+def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
+    job = job_pb2.Job()
+    if row.spec:
+        json_format.ParseDict(row.spec, job, ignore_unknown_fields=True)
+    job.id, job.number, job.status = row.id, row.number, row.status
+    job.project = row.project
+    plan = row.plan or {}
+    for name in (
+        "planned_steps",
+        "steps_per_epoch",
+        "effective_batch_size",
+        "train_examples",
+        "eval_examples",
+    ):
+        setattr(job, name, int(plan.get(name, 0)))
+    if row.preparation:
+        prep = {k: v for k, v in row.preparation.items() if k != "snapshot_time"}
+        json_format.ParseDict(prep, job.preparation, ignore_unknown_fields=True)
+        if row.snapshot_time:
+            job.preparation.snapshot_time.CopyFrom(ts(row.snapshot_time))
+    for name in ("progress", "outcome"):
+        if (block := getattr(row, name)) is not None:
+            json_format.ParseDict(block, getattr(job, name), ignore_unknown_fields=True)
+    if row.evaluation is not None:
+        json_format.ParseDict(row.evaluation, job.evaluation, ignore_unknown_fields=True)
+    if row.result is not None and _result_readable(session, row):
+        json_format.ParseDict(row.result, job.result, ignore_unknown_fields=True)
+        job.model_available = row.model_available
+    job.failure_code, job.failure_category = row.failure_code, row.failure_category
+    job.failure_message = row.failure_message
+    job.attempt_count = row.attempt_count
+    job.deleted = row.deleted
+    job.create_time.CopyFrom(ts(row.create_time))
+    job.update_time.CopyFrom(ts(row.update_time))
+    _timing(session, row, job.timing)
+    return job
+
+
+def _result_readable(session: Session, row: JobRow) -> bool:
+    """Whether the job's output can still be downloaded: its retention is evaluated on
+    every read, so an expired output reads as gone before the sweep deletes it."""
+    sha256 = str((row.result or {}).get("sha256", ""))
+    return not sha256 or readable(session, session.get(ObjectRow, (row.org, sha256)), utcnow())
+
+
+def _timing(session: Session, row: JobRow, timing: job_pb2.Timing) -> None:
+    attempt = session.scalar(
+        sa.select(AttemptRow).where(
+            AttemptRow.job_id == row.id, AttemptRow.attempt_number == row.attempt_count
+        )
+    )
+    timing.attempt_count = row.attempt_count
+    if (total := _seconds(row.create_time, row.end_time)) is not None:
+        timing.total_seconds = total
+    preparing = _seconds(row.preparing_time, row.snapshot_time)
+    if preparing is not None and row.attempt_count == 1:
+        timing.preparing_seconds = preparing
+    if attempt is None:
+        return
+    waited = _seconds(attempt.create_time, attempt.leased_time)
+    if waited is not None:
+        timing.queued_seconds = max(
+            0.0, waited - (preparing or 0.0 if row.attempt_count == 1 else 0.0)
+        )
+    if attempt.training_seconds is not None:
+        timing.training_seconds = attempt.training_seconds
+    elif (training := _seconds(attempt.started_time, attempt.finalizing_time)) is not None:
+        timing.training_seconds = training
+    if (final := _seconds(attempt.finalizing_time, attempt.end_time)) is not None:
+        timing.finalizing_seconds = final
