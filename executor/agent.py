@@ -24,6 +24,8 @@ from executor.runner import PATIENCE_SECONDS, TaskRunner
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.sdk import _channel
+from trainyard.training import events
+from trainyard.training.events import Event, Metric
 
 log = logging.getLogger(__name__)
 TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
@@ -155,19 +157,19 @@ class Agent:
                 # the run has ended); an empty report is the heartbeat, every half interval.
                 since = now - last_beat.get(runner.id, 0.0)
                 heartbeat = max(1.0, runner.task.report / 2 or 10.0)
-                if since < BATCH_SECONDS and not runner.finished.is_set() and runner.pending < 500:
+                full = runner.pending >= events.MAX_EVENTS
+                if since < BATCH_SECONDS and not runner.finished.is_set() and not full:
                     continue
-                events = runner.unsent()
-                if events or since >= heartbeat:
+                batch = runner.unsent()
+                if batch or since >= heartbeat:
                     last_beat[runner.id] = now
-                    self._note("sent", runner.id, events)
-                    outbox.put(
-                        claim_service_pb2.ConnectRequest(
-                            report=claim_service_pb2.StreamReport(
-                                task=runner.id, lease=runner.lease, events=events
-                            )
-                        )
+                    self._note("sent", runner.id, batch)
+                    report = claim_service_pb2.StreamReport(
+                        task=runner.id,
+                        lease=runner.lease,
+                        events=[events.to_proto(e) for e in batch],
                     )
+                    outbox.put(claim_service_pb2.ConnectRequest(report=report))
             time.sleep(TICK)
 
     def _dispatch(self, message: claim_service_pb2.ConnectResponse) -> None:
@@ -249,15 +251,19 @@ class Agent:
         self,
         what: str,
         task_id: str,
-        events: list[task_pb2.TaskEvent] | None = None,
+        sent: list[Event] | None = None,
         **fields: object,
     ) -> None:
-        if self._journal is None or (what == "sent" and not events):
+        if self._journal is None or (what == "sent" and not sent):
             return
         record: dict[str, object] = {"what": what, "task": task_id, **fields}
-        if events:
+        if sent:
+            # [seq, type, series, step]: a metric's, or "" and null.
             record["events"] = [
-                [e.seq, e.type, e.name, e.step if e.HasField("step") else None] for e in events
+                [e.seq, e.type, e.name, e.step]
+                if isinstance(e, Metric)
+                else [e.seq, e.type, "", None]
+                for e in sent
             ]
         self._journal.write(json.dumps(record) + "\n")
         self._journal.flush()

@@ -4,6 +4,7 @@ order, its output packed and uploaded under a grant, and a cooperative cancel.""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -15,23 +16,24 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 import httpx
 from google.protobuf import json_format
 
+from executor import protocol
 from executor.protocol import TASK_FILE
 from trainyard import packing, uploads
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
 from trainyard.job.v1 import job_pb2
 from trainyard.sdk import TrainyardError
+from trainyard.training import events
+from trainyard.training.events import Event
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_BATCH = 500
-LOG_BYTES = 4096
 # How long an output upload or an input read keeps trying through a store or gateway that
 # does not answer; the lease stays held meanwhile, since heartbeats go on.
 PATIENCE_SECONDS = 900.0
@@ -93,7 +95,7 @@ class TaskRunner:
         self._trainer, self._register, self._read_input = trainer, register, read_input
         self._env, self._patience = env or {}, patience
         self._lock = threading.Lock()
-        self._events: list[task_pb2.TaskEvent] = []
+        self._events: list[Event] = []
         self.acked = 0
         self._sent = 0
         self._refusals = 0
@@ -119,19 +121,19 @@ class TaskRunner:
 
     # -- events --------------------------------------------------------------------------
 
-    def _add(self, **fields: Any) -> None:
+    def _add(self, event: Event) -> None:
+        """Number the event after the task's others and keep it until acknowledged."""
         with self._lock:
-            event = task_pb2.TaskEvent(seq=len(self._events) + 1, **fields)
-            self._events.append(event)
+            self._events.append(dataclasses.replace(event, seq=len(self._events) + 1))
 
-    def unsent(self) -> list[task_pb2.TaskEvent]:
+    def unsent(self) -> list[Event]:
         """Events not yet sent on this connection (after a reconnect, all unacknowledged);
         none while a refused report waits to be sent again."""
         with self._lock:
             if time.monotonic() < self._hold_until:
                 return []
             start = max(self._sent, self.acked)
-            batch = self._events[start : start + MAX_BATCH]
+            batch = self._events[start : start + events.MAX_EVENTS]
             self._sent = start + len(batch)
             return batch
 
@@ -173,11 +175,11 @@ class TaskRunner:
         except TaskFailed as exc:
             log.warning("task %s failed: %s", self.task.id, exc.code)
             self._end_trainer()
-            self._add(type="status", status="failed", error=exc.code)
+            self._add(events.Status("failed", exc.code))
         except Exception:
             log.exception("task %s failed in the executor", self.task.id)
             self._end_trainer()
-            self._add(type="status", status="failed", error="executor_failed")
+            self._add(events.Status("failed", "executor_failed"))
         finally:
             self.finished.set()
 
@@ -217,7 +219,7 @@ class TaskRunner:
                     start_new_session=True,
                 )
         if self._process is None:
-            self._add(type="status", status="cancelled")
+            self._add(events.Status("cancelled"))
             return
         assert self._process.stdout is not None
         ended = False
@@ -227,11 +229,7 @@ class TaskRunner:
             ended = self._handle(line) or ended
         code = self._process.wait()
         if not ended and not self.lost:
-            self._add(
-                type="status",
-                status="failed",
-                error="trainer_failed" if code else "trainer_no_result",
-            )
+            self._add(events.Status("failed", "trainer_failed" if code else "trainer_no_result"))
 
     def _patiently(self, what: str, work: Callable[[], T], failure: str) -> T:
         """Run a transfer until it succeeds, retrying what may pass (with backoff, up to
@@ -272,64 +270,26 @@ class TaskRunner:
 
     def _handle(self, line: str) -> bool:
         """Turn one trainer line into events; True once the run has ended."""
-        try:
-            event = json.loads(line)
-        except ValueError:
-            self._add(type="log", line=line.encode()[:LOG_BYTES].decode(errors="ignore"))
-            return False
-        kind = event.get("type")
-        if kind == "status":
-            self._add(
-                type="status",
-                status=str(event.get("status", "")),
-                error=str(event.get("error", "")),
-            )
-            return event.get("status") in ("cancelled", "failed", "stopped", "done")
-        if kind == "coordinator":
-            self._add(type="coordinator", addr=str(event["addr"]))
-        elif kind == "metric":
-            self._add(
-                type="metric",
-                name=str(event["name"]),
-                step=int(event["step"]),
-                value=float(event["value"]),
-            )
-        elif kind == "log":
-            self._add(
-                type="log",
-                line=str(event.get("line", "")).encode()[:LOG_BYTES].decode(errors="ignore"),
-            )
-        elif kind == "output":
-            self._output_sha = self._upload(
-                Path(event["path"]),
-                self.job.output.kind,
-                self.job.output.name,
-                int(event.get("step", 0)),
-            )
-        elif kind == "state":
-            self._state_sha = self._upload(
-                Path(event["path"]),
-                "checkpoint",
-                f"{self.job.output.name}-state"[:128],
-                int(event.get("step", 0)),
-            )
-        elif kind == "result":
-            result = task_pb2.TaskResult(
-                sha256=self._output_sha,
-                base_sha256=str(event.get("base_sha256", "")),
-                step=int(event.get("step", 0)),
-                served_step=int(event.get("served_step", 0)),
-                checkpoint_step=int(event.get("checkpoint_step", 0)),
-                dataset_sha256=str(event.get("dataset_sha256", "")),
-                checkpoint_sha256=self._state_sha,
-                training_seconds=float(event.get("training_seconds", 0.0)),
-            )
-            if event.get("evaluation") is not None:
-                json_format.ParseDict(event["evaluation"], result.evaluation)
-            if event.get("outcome") is not None:
-                json_format.ParseDict(event["outcome"], result.outcome)
-            self._add(type="result", result=result)
-            return True
+        match protocol.read(line):
+            case events.Status() as status:
+                self._add(status)
+                return status.ends_run
+            case protocol.Output(path=path, step=step):
+                kind, name = self.job.output.kind, self.job.output.name
+                self._output_sha = self._upload(path, kind, name, step)
+            case protocol.State(path=path, step=step):
+                name = f"{self.job.output.name}-state"[:128]
+                self._state_sha = self._upload(path, "checkpoint", name, step)
+            case events.Result() as result:
+                # The run's output and state are what this executor uploaded.
+                self._add(
+                    dataclasses.replace(
+                        result, sha256=self._output_sha, checkpoint_sha256=self._state_sha
+                    )
+                )
+                return True
+            case events.Event() as event:
+                self._add(event)
         return False
 
     def _upload(self, directory: Path, kind: str, name: str, step: int) -> str:
@@ -346,7 +306,7 @@ class TaskRunner:
 
         self._patiently(f"storing its {kind}", send, "artifact_upload_failed")
         packed.unlink(missing_ok=True)
-        self._add(type="artifact", sha256=sha256)
+        self._add(events.Artifact(sha256))
         return sha256
 
     # -- stopping ------------------------------------------------------------------------

@@ -9,13 +9,17 @@ download URL discloses the key of that one object and nothing else of the org's.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy.orm import Session
 
-from services.core import keys
+from services.artifacts import store
+from services.core import errors, keys
 
 SSE_ALGORITHM = "AES256"
 
@@ -32,6 +36,33 @@ class KeyWrap:
 
     def unwrap(self, org: str, wrapped: bytes) -> bytes:
         return self._aead.decrypt(wrapped[:12], wrapped[12:], org.encode())
+
+
+class OrgKeys:
+    """Each org's data key as its row holds it, unwrapped within the unit that needs it."""
+
+    def __init__(self, wrap: KeyWrap, clock: Callable[[], dt.datetime]) -> None:
+        self._wrap = wrap
+        self._now = clock
+
+    def get(self, session: Session, org: str, *, create: bool = False) -> bytes:
+        """The org's key; its first grant (`create`) makes it, and an org without one has
+        nothing to find."""
+        row = store.org_key(session, org)
+        if row is None:
+            if not create:
+                raise errors.NotFound()
+            row = store.add_org_key(session, org, self._wrap.new_wrapped(org), self._now())
+        return self._wrap.unwrap(org, row.wrapped)
+
+    def exists(self, session: Session, org: str) -> bool:
+        return store.org_key(session, org) is not None
+
+    def object_key(self, session: Session, org: str, sha256: str, *, create: bool = False) -> bytes:
+        return object_key(self.get(session, org, create=create), sha256)
+
+    def deleted_digest(self, session: Session, org: str, sha256: str) -> str:
+        return deleted_digest(self.get(session, org), sha256)
 
 
 def object_key(org_key: bytes, sha256: str) -> bytes:

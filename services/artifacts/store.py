@@ -1,14 +1,26 @@
-"""Tables ArtifactService owns beside the objects (`services.core.tables`): org keys, job
-artifacts, provenance records, deletions."""
+"""ArtifactService's tables beside the objects (`services.core.tables`): org keys, job
+artifacts, provenance records, deletions; and every query it runs, on them and on the
+shared objects and jobs. Each function runs in its caller's unit of work: the use cases
+decide, these read and write rows. An object is always looked up within an org."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm.exc import StaleDataError
 
-from services.core.store import Base, UtcDateTime
+from services.core import errors, ids
+from services.core.store import Base, UtcDateTime, retrying
+from services.core.tables import JobRow, ObjectRow, readable
+
+T = TypeVar("T")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class OrgKeyRow(Base):
@@ -62,3 +74,231 @@ class DeletedObjectRow(Base):
     org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
     digest: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     delete_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def retry(work: Callable[[], T]) -> T:
+    """Run a unit of work again when a concurrent writer won. Two grants may race to create
+    an org's key or an object's row: the loser retries."""
+    return retrying(work, on=(StaleDataError, IntegrityError))
+
+
+def is_sha256(value: str) -> bool:
+    return bool(SHA256.match(value))
+
+
+# -- org keys -------------------------------------------------------------------------------
+
+
+def org_key(session: Session, org: str) -> OrgKeyRow | None:
+    return session.get(OrgKeyRow, org)
+
+
+def add_org_key(session: Session, org: str, wrapped: bytes, now: dt.datetime) -> OrgKeyRow:
+    """A new org's key, flushed so a racing grant that made one too fails here."""
+    row = OrgKeyRow(org=org, wrapped=wrapped, create_time=now)
+    session.add(row)
+    session.flush()
+    return row
+
+
+# -- jobs -----------------------------------------------------------------------------------
+
+
+def owned_job(session: Session, org: str, job_id: str) -> JobRow:
+    """The org's job; another org's, or anything that is not a job id, answers exactly as
+    an unknown one."""
+    row = session.get(JobRow, job_id) if ids.is_id(job_id, "job") else None
+    if row is None or row.org != org:
+        raise errors.NotFound()
+    return row
+
+
+def lock_job(session: Session, job_id: str) -> JobRow | None:
+    return session.get(JobRow, job_id, with_for_update=True)
+
+
+# -- objects --------------------------------------------------------------------------------
+
+
+def object_row(session: Session, org: str, sha256: str, *, lock: bool = False) -> ObjectRow | None:
+    """The org's object in any state (`pending` until its upload reads back)."""
+    return session.get(ObjectRow, (org, sha256), with_for_update=lock)
+
+
+def visible_object(session: Session, org: str, sha256: str, now: dt.datetime) -> ObjectRow:
+    """The org's object as a read sees it: retention is evaluated on read, so an expired
+    object answers as unknown before the sweep deletes it, as does anything not a hash."""
+    if not is_sha256(sha256):
+        raise errors.NotFound()
+    row = session.get(ObjectRow, (org, sha256))
+    if not readable(session, row, now):
+        raise errors.NotFound()
+    assert row is not None
+    return row
+
+
+def stored_objects(session: Session, org: str, kind: str) -> Sequence[ObjectRow]:
+    """The org's stored objects (of `kind`, when given), newest first."""
+    where = [ObjectRow.org == org, ObjectRow.status == "stored"]
+    if kind:
+        where.append(ObjectRow.kind == kind)
+    return session.scalars(
+        sa.select(ObjectRow)
+        .where(*where)
+        .order_by(ObjectRow.create_time.desc(), ObjectRow.sha256.desc())
+    ).all()
+
+
+def pending_bytes(session: Session, org: str, *, besides: str) -> int:
+    """The bytes the org was granted and has not confirmed, but for the object `besides`."""
+    pending = session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
+            ObjectRow.org == org, ObjectRow.status == "pending", ObjectRow.sha256 != besides
+        )
+    )
+    return int(pending or 0)
+
+
+def add_placeholder(
+    session: Session, *, org: str, sha256: str, size: int, kind: str, name: str, job_id: str,
+    retention_policy: str, ttl_seconds: int | None, meta: dict[str, str], now: dt.datetime,
+) -> ObjectRow:  # fmt: skip
+    """The row of a granted upload, `pending` until it reads back."""
+    row = ObjectRow(
+        org=org, sha256=sha256, id=ids.new_id("obj"), size=size, kind=kind, name=name,
+        status="pending", job_id=job_id, retention_policy=retention_policy,
+        ttl_seconds=ttl_seconds, meta=meta, create_time=now,
+    )  # fmt: skip
+    session.add(row)
+    return row
+
+
+def discard(session: Session, row: ObjectRow) -> None:
+    """Delete the row now, so a new one may take its key in the same unit."""
+    session.delete(row)
+    session.flush()
+
+
+def forget_pending(session: Session, org: str, sha256: str) -> None:
+    """Drop an upload that never became an object, and the jobs' claims on it."""
+    row = session.get(ObjectRow, (org, sha256))
+    if row is not None and row.status == "pending":
+        session.delete(row)
+        session.execute(
+            sa.delete(JobArtifactRow).where(
+                JobArtifactRow.org == org, JobArtifactRow.sha256 == sha256
+            )
+        )
+
+
+def delete_object(session: Session, org: str, sha256: str) -> None:
+    session.execute(sa.delete(ObjectRow).where(ObjectRow.org == org, ObjectRow.sha256 == sha256))
+
+
+def stale_objects(
+    session: Session, now: dt.datetime
+) -> Sequence[sa.Row[tuple[str, str, str, str, str]]]:
+    """`(org, sha256, status, id, upload_id)` of every lapsed grant and every expired,
+    unpublished stored object, in all orgs: what the retention sweep may delete."""
+    return session.execute(
+        sa.select(
+            ObjectRow.org,
+            ObjectRow.sha256,
+            ObjectRow.status,
+            ObjectRow.id,
+            ObjectRow.upload_id,
+        ).where(
+            sa.or_(
+                sa.and_(ObjectRow.status == "pending", ObjectRow.grant_expires < now),
+                sa.and_(
+                    ObjectRow.status == "stored",
+                    ObjectRow.expires_at.is_not(None),
+                    ObjectRow.expires_at <= now,
+                    ObjectRow.published.is_(False),
+                ),
+            )
+        )
+    ).all()
+
+
+# -- the objects jobs produced --------------------------------------------------------------
+
+
+def job_link(session: Session, org: str, job_id: str, sha256: str) -> JobArtifactRow | None:
+    """The job's claim to the object, made when it was granted to the job."""
+    return session.get(JobArtifactRow, (org, job_id, sha256))
+
+
+def link_job(
+    session: Session, org: str, job_id: str, sha256: str, *, kind: str, name: str,
+    now: dt.datetime,
+) -> None:  # fmt: skip
+    """Name the object as one the job produced, unless it is named so already."""
+    if job_link(session, org, job_id, sha256) is None:
+        session.add(
+            JobArtifactRow(
+                org=org, job_id=job_id, sha256=sha256, kind=kind, name=name, create_time=now
+            )
+        )
+
+
+def job_links(session: Session, org: str, job_id: str) -> Sequence[JobArtifactRow]:
+    """The objects the job produced, oldest first."""
+    return session.scalars(
+        sa.select(JobArtifactRow)
+        .where(JobArtifactRow.org == org, JobArtifactRow.job_id == job_id)
+        .order_by(JobArtifactRow.create_time)
+    ).all()
+
+
+def jobs_of(session: Session, org: str, sha256: str) -> list[str]:
+    """The jobs that name the object as one they produced."""
+    return list(
+        session.scalars(
+            sa.select(JobArtifactRow.job_id).where(
+                JobArtifactRow.org == org, JobArtifactRow.sha256 == sha256
+            )
+        )
+    )
+
+
+def links_of_jobs(session: Session, org: str, job_ids: Sequence[str]) -> Sequence[JobArtifactRow]:
+    """Every object the jobs produced."""
+    return session.scalars(
+        sa.select(JobArtifactRow).where(
+            JobArtifactRow.org == org, JobArtifactRow.job_id.in_(job_ids)
+        )
+    ).all()
+
+
+def drop_job_outputs(session: Session, org: str, job_id: str) -> None:
+    """The job's provenance record and its claims to the objects it produced."""
+    session.execute(sa.delete(ProvenanceRow).where(ProvenanceRow.job_id == job_id))
+    session.execute(
+        sa.delete(JobArtifactRow).where(JobArtifactRow.org == org, JobArtifactRow.job_id == job_id)
+    )
+
+
+# -- provenance -----------------------------------------------------------------------------
+
+
+def provenance_of(session: Session, job_id: str) -> ProvenanceRow | None:
+    return session.scalar(sa.select(ProvenanceRow).where(ProvenanceRow.job_id == job_id))
+
+
+def add_provenance(session: Session, org: str, values: dict[str, Any]) -> ProvenanceRow:
+    row = ProvenanceRow(org=org, **values)
+    session.add(row)
+    return row
+
+
+# -- deletions ------------------------------------------------------------------------------
+
+
+def deletion_remembered(session: Session, org: str, digest: str) -> bool:
+    return session.get(DeletedObjectRow, (org, digest)) is not None
+
+
+def remember_deletion(session: Session, org: str, digest: str, now: dt.datetime) -> None:
+    if not deletion_remembered(session, org, digest):
+        session.add(DeletedObjectRow(org=org, digest=digest, delete_time=now))

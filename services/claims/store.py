@@ -1,14 +1,27 @@
-"""Tables ClaimService owns beside the lifecycle's tasks: the executors it has seen."""
+"""ClaimService's table (the executors it has seen) and every query it makes of the tasks,
+jobs and metrics the lifecycle shares.
+
+Row locks follow one order: a writer locks a job before its tasks. A claim and the sweep
+find tasks first, so they take the job without waiting (`SKIP LOCKED`) or leave it."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core.store import Base, UtcDateTime
+from services.core import ids
+from services.core.states import STOPPING, JobStatus, TaskStatus
+from services.core.store import Base, UtcDateTime, retrying
+from services.core.tables import JobRow, MetricRow, TaskRow
+
+T = TypeVar("T")
+# The jobs whose open tasks an executor may claim.
+CLAIMABLE = (JobStatus.PREPARING, JobStatus.RUNNING)
 
 
 class ExecutorRow(Base):
@@ -25,3 +38,107 @@ class ExecutorRow(Base):
     connected: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
     last_seen: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def retry(work: Callable[[], T]) -> T:
+    """Run a unit of work again when a concurrent writer won: reports, claims and the
+    sweep contend for the same task rows most of all."""
+    return retrying(work, attempts=8)
+
+
+# -- lookups --------------------------------------------------------------------------------
+
+
+def task(session: Session, task_id: str, *, lock: bool = False) -> TaskRow | None:
+    """A task by its id (None for anything that is not a task id); `lock` takes its row
+    and reads it afresh."""
+    if not ids.is_id(task_id, "tsk"):
+        return None
+    return session.get(TaskRow, task_id, with_for_update=lock, populate_existing=lock)
+
+
+def job(session: Session, job_id: str, *, lock: bool = False) -> JobRow | None:
+    return session.get(JobRow, job_id, with_for_update=lock)
+
+
+def job_unless_locked(session: Session, job_id: str) -> JobRow | None:
+    """The job locked, or None while another writer holds it."""
+    return session.get(JobRow, job_id, with_for_update={"skip_locked": True})
+
+
+def lead_of(session: Session, join: TaskRow) -> TaskRow | None:
+    """The lead task of a join's attempt."""
+    return session.scalar(
+        sa.select(TaskRow).where(
+            TaskRow.job_id == join.job_id,
+            TaskRow.attempt_number == join.attempt_number,
+            TaskRow.position == 0,
+        )
+    )
+
+
+def executor(session: Session, executor_id: str) -> ExecutorRow | None:
+    return session.get(ExecutorRow, executor_id)
+
+
+# -- the work the service hands out ---------------------------------------------------------
+
+
+def claim_candidates(
+    session: Session, *, org: str, machine: str, platform: bool
+) -> Sequence[TaskRow]:
+    """The oldest open tasks of current attempts an executor may claim, locked (those
+    another claim holds are skipped): the platform's, the lead tasks no machine was named
+    for in any org; an org's machine's, its org's tasks named for it."""
+    query = (
+        sa.select(TaskRow)
+        .join(JobRow, JobRow.id == TaskRow.job_id)
+        .where(
+            TaskRow.status == TaskStatus.OPEN,
+            TaskRow.attempt_number == JobRow.attempt_count,
+            JobRow.status.in_(CLAIMABLE),
+        )
+        .order_by(TaskRow.create_time, TaskRow.position)
+        .limit(32)
+        .with_for_update(skip_locked=True, of=TaskRow)
+    )
+    if platform:
+        query = query.where(TaskRow.machine == "", TaskRow.role == "lead")
+    else:
+        query = query.where(TaskRow.org == org, TaskRow.machine == machine)
+    return session.scalars(query).all()
+
+
+def lapsed_leases(session: Session, now: dt.datetime, *, limit: int = 100) -> Sequence[TaskRow]:
+    """Leased tasks whose lease ran out, locked (those another sweep holds are skipped)."""
+    return session.scalars(
+        sa.select(TaskRow)
+        .where(TaskRow.status == TaskStatus.LEASED, TaskRow.lease_expires <= now)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+
+
+def cancels_due(session: Session, executor_id: str) -> list[tuple[TaskRow, str]]:
+    """The executor's leased tasks whose job wants them stopped and that were not told
+    yet, each with the job's status."""
+    rows = session.execute(
+        sa.select(TaskRow, JobRow.status)
+        .join(JobRow, JobRow.id == TaskRow.job_id)
+        .where(
+            TaskRow.executor_id == executor_id,
+            TaskRow.status == TaskStatus.LEASED,
+            TaskRow.cancel_sent.is_(False),
+            JobRow.status.in_(STOPPING),
+        )
+    ).all()
+    return [(row[0], row[1]) for row in rows]
+
+
+# -- metrics --------------------------------------------------------------------------------
+
+
+def add_metric_points(session: Session, dialect: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert a run of series points in one statement; a point stored already is kept."""
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(MetricRow)
+    session.execute(insert.on_conflict_do_nothing(), list(rows))

@@ -10,10 +10,13 @@ import datetime as dt
 from typing import Any
 
 import sqlalchemy as sa
+from google.protobuf import json_format
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from services.core.states import TERMINAL
 from services.core.store import Base, UtcDateTime
+from trainyard.job.v1 import job_pb2
+from trainyard.training.planning import FrozenPlan
 
 
 class JobRow(Base):
@@ -66,6 +69,15 @@ class JobRow(Base):
     end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
     __mapper_args__ = {"version_id_col": version}
+
+    def frozen(self) -> job_pb2.Job:
+        """The frozen spec, typed: the one way code reads it. Fields a later version
+        dropped are ignored, so an old row still reads; a tombstone reads empty."""
+        return json_format.ParseDict(self.spec or {}, job_pb2.Job(), ignore_unknown_fields=True)
+
+    def planned(self) -> FrozenPlan:
+        """The plan the create froze, typed: the one way code reads it."""
+        return FrozenPlan.from_json(self.plan or {})
 
 
 class AttemptRow(Base):

@@ -33,20 +33,13 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None
 
 
 def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
-    job = job_pb2.Job()
-    if row.spec:
-        json_format.ParseDict(row.spec, job, ignore_unknown_fields=True)
+    job = row.frozen()
     job.id, job.number, job.status = row.id, row.number, row.status
     job.project = row.project
-    plan = row.plan or {}
-    for name in (
-        "planned_steps",
-        "steps_per_epoch",
-        "effective_batch_size",
-        "train_examples",
-        "eval_examples",
-    ):
-        setattr(job, name, int(plan.get(name, 0)))
+    plan = row.planned()
+    job.planned_steps, job.steps_per_epoch = plan.planned_steps, plan.steps_per_epoch
+    job.effective_batch_size = plan.effective_batch_size
+    job.train_examples, job.eval_examples = plan.train_examples, plan.eval_examples
     if row.preparation:
         prep = {k: v for k, v in row.preparation.items() if k != "snapshot_time"}
         json_format.ParseDict(prep, job.preparation, ignore_unknown_fields=True)

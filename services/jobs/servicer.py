@@ -11,7 +11,8 @@ from typing import TypeAlias
 import grpc
 from google.protobuf import json_format
 
-from services.core import context, errors, lifecycle
+from services.core import context, errors
+from services.core.states import TERMINAL
 from services.jobs.service import JobService
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
 from trainyard.training.catalog import Catalog
@@ -173,7 +174,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 yield job_service_pb2.WatchJobResponse(
                     job=await asyncio.to_thread(service.get, principal, request.id)
                 )
-            if status in lifecycle.TERMINAL and not events:
+            if status in TERMINAL and not events:
                 return
             if not events:
                 await asyncio.sleep(POLL_SECONDS)

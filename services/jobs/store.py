@@ -1,13 +1,32 @@
-"""Tables JobService owns beside the shared ones: idempotency keys."""
+"""JobService's table (idempotency keys) and every query it runs, on its own table and on
+the shared ones (`services.core.tables`). Each function runs in its caller's unit of work;
+the use cases decide, these read and write rows. A job is always looked up within an org.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core.store import Base, UtcDateTime
+from services.core import errors, ids
+from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
+from services.core.store import Base, UtcDateTime, utcnow
+from services.core.tables import (
+    AttemptRow,
+    EventRow,
+    JobRow,
+    MetricRow,
+    SnapshotItemRow,
+    SnapshotRow,
+)
+from trainyard.training import datasets
+
+CREATE_JOB = "CreateJob"
 
 
 class IdempotencyKey(Base):
@@ -21,3 +40,304 @@ class IdempotencyKey(Base):
     request_sha256: Mapped[str] = mapped_column(sa.String(64))
     resource_id: Mapped[str] = mapped_column(sa.String(32))
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+# -- an org's creates and retries ---------------------------------------------------------
+
+
+def _org_lock_key(org: str) -> int:
+    return int.from_bytes(hashlib.sha256(org.encode()).digest()[:8], "big", signed=True)
+
+
+def lock_org(session: Session, org: str) -> None:
+    """Serialise an org's creates and retries (its queue limit and numbering). SQLite's
+    write unit already holds the one write lock."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _org_lock_key(org)})
+
+
+def open_jobs(session: Session, org: str) -> int:
+    """How many of the org's jobs have not ended."""
+    count = session.scalar(
+        sa.select(sa.func.count())
+        .select_from(JobRow)
+        .where(JobRow.org == org, JobRow.status.not_in(TERMINAL))
+    )
+    return count or 0
+
+
+def next_number(session: Session, org: str, project: str) -> int:
+    """The number the project's next job takes: one past the highest, never reused."""
+    highest = session.scalar(
+        sa.select(sa.func.max(JobRow.number)).where(JobRow.org == org, JobRow.project == project)
+    )
+    return (highest or 0) + 1
+
+
+def used_key(session: Session, org: str, key: str) -> IdempotencyKey | None:
+    return session.get(IdempotencyKey, (org, CREATE_JOB, key))
+
+
+def add_job(
+    session: Session,
+    *,
+    job_id: str,
+    org: str,
+    project: str,
+    number: int,
+    requested_by: str,
+    spec: dict[str, Any],
+    spec_sha256: str,
+    plan: dict[str, Any],
+    reads_sha256: str,
+    key: str,
+    shape_sha256: str,
+    now: dt.datetime,
+) -> JobRow:
+    """A new job in its first state, with its first attempt and, under a key, the key."""
+    row = JobRow(
+        id=job_id, org=org, project=project, number=number, status=JobStatus.QUEUED,
+        spec=spec, spec_sha256=spec_sha256, plan=plan,
+        preparation={"status": str(PreparationStatus.QUEUED)}, requested_by=requested_by,
+        attempt_count=1, event_seq=0, reads_sha256=reads_sha256, create_time=now,
+        update_time=now,
+    )  # fmt: skip
+    session.add(row)
+    session.flush()  # the job before what refers to it
+    session.add(
+        AttemptRow(
+            id=ids.new_id("att"), job_id=job_id, org=org, attempt_number=1,
+            status=AttemptStatus.QUEUED, create_time=now,
+        )
+    )  # fmt: skip
+    if key:
+        session.add(
+            IdempotencyKey(
+                org=org, method=CREATE_JOB, key=key, request_sha256=shape_sha256,
+                resource_id=job_id, create_time=now,
+            )
+        )  # fmt: skip
+    session.flush()
+    return row
+
+
+# -- one job ------------------------------------------------------------------------------
+
+
+def owned_job(session: Session, org: str, job_id: str, *, lock: bool = False) -> JobRow:
+    """The org's job; another org's answers exactly as an unknown one. `lock` holds the row
+    until the unit ends, so a writer's events follow each other in order."""
+    row = session.get(JobRow, job_id, with_for_update=lock) if ids.is_id(job_id, "job") else None
+    if row is None or row.org != org:
+        raise errors.NotFound()
+    return row
+
+
+def job_by_number(session: Session, org: str, project: str, number: int) -> JobRow | None:
+    return session.scalar(
+        sa.select(JobRow).where(
+            JobRow.org == org, JobRow.project == project, JobRow.number == number
+        )
+    )
+
+
+def job_by_id(session: Session, job_id: str, *, lock: bool = False) -> JobRow | None:
+    """A job by an id the service itself holds (a key's record, the preparer's pick), so in
+    no org's name."""
+    return session.get(JobRow, job_id, with_for_update=lock)
+
+
+# -- lists --------------------------------------------------------------------------------
+
+
+def _job_filter(org: str, status: str, project: str) -> list[sa.ColumnElement[bool]]:
+    where = [JobRow.org == org]
+    if status:
+        where.append(JobRow.status == status)
+    if project:
+        where.append(JobRow.project == project)
+    return where
+
+
+def count_jobs(session: Session, org: str, *, status: str, project: str) -> int:
+    where = _job_filter(org, status, project)
+    return session.scalar(sa.select(sa.func.count()).select_from(JobRow).where(*where)) or 0
+
+
+def jobs_page(
+    session: Session,
+    org: str,
+    *,
+    status: str,
+    project: str,
+    after: tuple[dt.datetime, str] | None,
+    limit: int,
+) -> Sequence[JobRow]:
+    """Newest first, from after `(create_time, id)` when given; `limit` rows at most."""
+    query = sa.select(JobRow).where(*_job_filter(org, status, project))
+    if after is not None:
+        time, job_id = after
+        query = query.where(
+            sa.or_(
+                JobRow.create_time < time,
+                sa.and_(JobRow.create_time == time, JobRow.id < job_id),
+            )
+        )
+    return session.scalars(
+        query.order_by(JobRow.create_time.desc(), JobRow.id.desc()).limit(limit)
+    ).all()
+
+
+def events_after(session: Session, job_id: str, after: int, limit: int) -> Sequence[EventRow]:
+    return session.scalars(
+        sa.select(EventRow)
+        .where(EventRow.job_id == job_id, EventRow.seq > after)
+        .order_by(EventRow.seq)
+        .limit(limit)
+    ).all()
+
+
+def metric_points(
+    session: Session, job_id: str, *, names: list[str], after_step: int
+) -> Sequence[MetricRow]:
+    """By name, then attempt, then step."""
+    query = sa.select(MetricRow).where(MetricRow.job_id == job_id, MetricRow.step > after_step)
+    if names:
+        query = query.where(MetricRow.name.in_(names))
+    return session.scalars(
+        query.order_by(MetricRow.name, MetricRow.attempt_number, MetricRow.step)
+    ).all()
+
+
+def attempts(session: Session, job_id: str) -> Sequence[AttemptRow]:
+    return session.scalars(
+        sa.select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt_number)
+    ).all()
+
+
+def attempt_by_key(session: Session, job_id: str, key: str) -> AttemptRow | None:
+    """The attempt a retry with `key` started, if one did."""
+    return session.scalar(
+        sa.select(AttemptRow).where(AttemptRow.job_id == job_id, AttemptRow.idempotency_key == key)
+    )
+
+
+def add_attempt(
+    session: Session, job: JobRow, *, key: str, resume: bool, resume_step: int | None
+) -> AttemptRow:
+    """The job's next attempt, queued; `lifecycle.requeue` moves the job to it."""
+    attempt = AttemptRow(
+        id=ids.new_id("att"), job_id=job.id, org=job.org, attempt_number=job.attempt_count + 1,
+        status=AttemptStatus.QUEUED, idempotency_key=key, resume_from_checkpoint=resume,
+        resume_step=resume_step, create_time=utcnow(),
+    )  # fmt: skip
+    session.add(attempt)
+    session.flush()
+    return attempt
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+
+def snapshot(session: Session, org: str, sha256: str) -> SnapshotRow | None:
+    return session.get(SnapshotRow, (org, sha256))
+
+
+def _like(search: str) -> str:
+    """A case-folded substring pattern with LIKE's own characters escaped by `\\`."""
+    escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _item_filter(org: str, sha256: str, split: str, search: str) -> list[sa.ColumnElement[bool]]:
+    where = [SnapshotItemRow.org == org, SnapshotItemRow.snapshot_sha256 == sha256]
+    if split != "all":
+        where.append(SnapshotItemRow.split == split)
+    if search:
+        where.append(SnapshotItemRow.search_text.like(_like(search), escape="\\"))
+    return where
+
+
+def snapshot_items(
+    session: Session,
+    org: str,
+    sha256: str,
+    *,
+    split: str = "all",
+    search: str = "",
+    offset: int = 0,
+    limit: int,
+) -> Sequence[SnapshotItemRow]:
+    """A snapshot's items in their order, `split` (all, train, eval) and matching `search`."""
+    return session.scalars(
+        sa.select(SnapshotItemRow)
+        .where(*_item_filter(org, sha256, split, search))
+        .order_by(SnapshotItemRow.position)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+
+
+def count_snapshot_items(
+    session: Session, org: str, sha256: str, *, split: str, search: str
+) -> int:
+    where = _item_filter(org, sha256, split, search)
+    return (
+        session.scalar(sa.select(sa.func.count()).select_from(SnapshotItemRow).where(*where)) or 0
+    )
+
+
+def snapshot_item(session: Session, org: str, sha256: str, item_id: str) -> SnapshotItemRow | None:
+    return session.scalar(
+        sa.select(SnapshotItemRow).where(
+            SnapshotItemRow.org == org,
+            SnapshotItemRow.snapshot_sha256 == sha256,
+            SnapshotItemRow.item_id == item_id,
+        )
+    )
+
+
+def add_snapshot(session: Session, org: str, made: datasets.Snapshot, now: dt.datetime) -> None:
+    """Keep a snapshot's rows once per org: the same rows make the same snapshot."""
+    if snapshot(session, org, made.sha256) is not None:
+        return
+    session.add(
+        SnapshotRow(
+            org=org, sha256=made.sha256, item_count=len(made.items),
+            message_count=made.message_count, size=len(made.data), create_time=now,
+        )
+    )  # fmt: skip
+    session.flush()
+    session.add_all(
+        SnapshotItemRow(
+            org=org, snapshot_sha256=made.sha256, position=position, item_id=item.id,
+            name=item.name, split=split, message_count=len(item.messages),
+            messages=[{"role": r, "content": c} for r, c in item.messages],
+            search_text=" ".join([item.name, *(c for _, c in item.messages)]).lower(),
+        )
+        for position, (item, split) in enumerate(made.items)
+    )  # fmt: skip
+
+
+# -- preparation --------------------------------------------------------------------------
+
+
+def next_to_prepare(session: Session, stalled_before: dt.datetime) -> JobRow | None:
+    """The oldest queued job, or one whose snapshotting has been quiet since
+    `stalled_before`; locked, skipping a row another preparer holds."""
+    return session.scalar(
+        sa.select(JobRow)
+        .where(
+            sa.or_(
+                JobRow.status == JobStatus.QUEUED,
+                sa.and_(
+                    JobRow.status == JobStatus.PREPARING,
+                    JobRow.dataset_sha256 == "",
+                    JobRow.update_time < stalled_before,
+                ),
+            )
+        )
+        .order_by(JobRow.create_time)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )

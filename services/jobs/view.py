@@ -1,14 +1,15 @@
-"""How a job reads in JobService's answers: the shared view, with a preview of the rows
-the job trained on."""
+"""How JobService's answers read: the shared job view with a preview of the rows the job
+trained on, and its attempts, events and dataset items as protos."""
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from google.protobuf import json_format
 from sqlalchemy.orm import Session
 
 from services.core import view
-from services.core.tables import JobRow, SnapshotItemRow, SnapshotRow
-from trainyard.job.v1 import job_pb2
+from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotItemRow
+from services.jobs import store
+from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
 
 PREVIEW_ITEMS = 50
 ts = view.ts
@@ -22,18 +23,10 @@ def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb
 
 
 def _preview(session: Session, row: JobRow, job: job_pb2.Job) -> None:
-    snap = session.get(SnapshotRow, (row.org, row.dataset_sha256))
+    snap = store.snapshot(session, row.org, row.dataset_sha256)
     if snap is None:
         return
-    items = session.scalars(
-        sa.select(SnapshotItemRow)
-        .where(
-            SnapshotItemRow.org == row.org,
-            SnapshotItemRow.snapshot_sha256 == row.dataset_sha256,
-        )
-        .order_by(SnapshotItemRow.position)
-        .limit(PREVIEW_ITEMS)
-    ).all()
+    items = store.snapshot_items(session, row.org, row.dataset_sha256, limit=PREVIEW_ITEMS)
     job.chats.extend(item_proto(i, messages=False) for i in items)
     job.chat_count, job.message_count = snap.item_count, snap.message_count
     job.chats_truncated = snap.item_count > len(items)
@@ -47,4 +40,25 @@ def item_proto(item: SnapshotItemRow, *, messages: bool) -> job_pb2.DatasetItem:
         out.messages.extend(
             job_pb2.Message(role=m["role"], content=m["content"]) for m in item.messages
         )
+    return out
+
+
+def attempt_proto(row: AttemptRow) -> attempt_pb2.Attempt:
+    out = attempt_pb2.Attempt(
+        id=row.id, job_id=row.job_id, attempt_number=row.attempt_number, status=row.status,
+        resume_from_checkpoint=row.resume_from_checkpoint, failure_code=row.failure_code,
+        failure_category=row.failure_category, failure_message=row.failure_message,
+    )  # fmt: skip
+    if row.resume_step is not None:
+        out.resume_step = row.resume_step
+    for name in ("create_time", "leased_time", "started_time", "finalizing_time", "end_time"):
+        if (value := getattr(row, name)) is not None:
+            getattr(out, name).CopyFrom(ts(value))
+    return out
+
+
+def event_proto(row: EventRow) -> event_pb2.JobEvent:
+    out = event_pb2.JobEvent(seq=row.seq, type=row.type, attempt_number=row.attempt_number)
+    json_format.ParseDict(row.data, out, ignore_unknown_fields=True)
+    out.create_time.CopyFrom(ts(row.create_time))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from infra.objectstore import SeaweedFS
 from services.artifacts.server import build_server as build_artifacts
 from services.core import audit, auth, lifecycle, tables
 from services.core.config import Config
-from services.core.store import Store
+from services.core.store import Store, utcnow
 from tests.integration.test_jobs import reason_of
 from tests.support import ServiceThread
 from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc, provenance_pb2
@@ -526,7 +527,7 @@ def expire(store: Store, org: str, digest: str) -> None:
         assert (
             row is not None and row.expires_at is not None
         )  # stored objects carry their retention
-        row.expires_at = lifecycle.utcnow() - __import__("datetime").timedelta(seconds=1)
+        row.expires_at = utcnow() - datetime.timedelta(seconds=1)
 
 
 def test_retention_is_evaluated_on_read_and_swept_unless_in_use(

@@ -3,6 +3,7 @@ lifecycle's state machine."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from services.core import errors, states
-from services.jobs import spec
+from services.core.tables import JobRow
+from services.jobs import frozen, spec
 from services.jobs.validation import parse_json_job
 from tests.support import EXAMPLE
 from trainyard.job.v1 import job_pb2, model_pb2
@@ -225,6 +227,27 @@ def test_the_architecture_example_body_is_accepted_and_expanded() -> None:
     expanded = spec.expand(job, base)
     assert expanded.hyperparameters.save_steps == 10 and expanded.adaptation.rank == 8
     assert expanded.idempotency_key == "nightly-42" and expanded.project == "support-bot"
+
+
+def test_the_frozen_spec_reads_back_typed_without_its_plan() -> None:
+    request = parse_json_job(EXAMPLE)
+    job = spec.expand(request, spec.validate(request, Catalog()))
+    frozen.apply_plan(job, planning.plan(160, job.hyperparameters))
+    stored = frozen.spec_json(job)
+    assert "planned_steps" not in stored and stored["output"]["name"] == "support-v1"
+    back = JobRow(spec={**stored, "a_field_since_dropped": 1}).frozen()
+    assert back.resources.max_seconds == 3600 and back.planned_steps == 0
+    assert JobRow(spec=None).frozen() == job_pb2.Job()  # a tombstone's spec is gone
+
+
+def test_the_plan_keeps_its_trainable_count_under_the_key_rows_have_always_held() -> None:
+    plan = planning.plan(160, hp(num_train_epochs=3))
+    kept = planning.FrozenPlan(**dataclasses.asdict(plan), projected_seconds=1887.5)
+    stored = kept.to_json()
+    assert stored["selected_examples"] == plan.trainable_examples == 160
+    assert "trainable_examples" not in stored and stored["projected_seconds"] == 1887.5
+    assert JobRow(plan=stored).planned() == kept
+    assert JobRow(plan={}).planned().planned_steps == 0  # a tombstone's plan is gone
 
 
 bad_values = st.text(min_size=6, max_size=40).map(lambda s: "Zq9" + s)

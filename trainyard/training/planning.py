@@ -7,13 +7,18 @@
     steps_per_epoch      = ceil(train_examples / effective_batch_size)
     planned_steps        = steps_per_epoch × num_train_epochs   (or max_steps)
 
-and the duration admission: projected = workload + 1,800 s, admitted while at most the
+The count the formula splits (the product API's `selected_examples`) is the selected
+chats that have something to train on, so the plan calls it `trainable_examples`.
+
+And the duration admission: projected = workload + 1,800 s, admitted while at most the
 execution limit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
 
@@ -25,7 +30,7 @@ POST_PROCESSING_TOLERANCE_SECONDS = 1800.0
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    selected_examples: int
+    trainable_examples: int
     train_examples: int
     eval_examples: int
     effective_batch_size: int
@@ -34,15 +39,44 @@ class Plan:
     downgrades: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class FrozenPlan(Plan):
+    """A plan as a job froze it, with the active seconds its create projected."""
+
+    projected_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """What a job's row keeps. The trainable count is stored under the name the product
+        API's formula gives the count it splits, `selected_examples`, as rows always had."""
+        stored = dataclasses.asdict(self)
+        stored = {"selected_examples": stored.pop("trainable_examples"), **stored}
+        stored["downgrades"] = list(self.downgrades)
+        return stored
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> FrozenPlan:
+        """A stored plan, typed; a tombstone's (empty) reads as zeros."""
+        return cls(
+            trainable_examples=int(stored.get("selected_examples", 0)),
+            train_examples=int(stored.get("train_examples", 0)),
+            eval_examples=int(stored.get("eval_examples", 0)),
+            effective_batch_size=int(stored.get("effective_batch_size", 0)),
+            steps_per_epoch=int(stored.get("steps_per_epoch", 0)),
+            planned_steps=int(stored.get("planned_steps", 0)),
+            downgrades=tuple(stored.get("downgrades", ())),
+            projected_seconds=float(stored.get("projected_seconds", 0.0)),
+        )
+
+
 def eval_count(selected: int) -> int:
     candidate = selected * EVAL_PERCENT // 100  # integer floor: no float rounding at the edge
     return 0 if candidate < MIN_EVAL else min(candidate, MAX_EVAL)
 
 
-def plan(selected: int, hp: job_pb2.Hyperparameters, step_bound: int | None = None) -> Plan:
+def plan(trainable: int, hp: job_pb2.Hyperparameters, step_bound: int | None = None) -> Plan:
     """`hp` is expanded: batch settings present, exactly one of epochs or max_steps."""
-    evals = eval_count(selected)
-    train = selected - evals
+    evals = eval_count(trainable)
+    train = trainable - evals
     ebs = hp.per_device_train_batch_size * hp.gradient_accumulation_steps
     per_epoch = -(-train // ebs)  # ceil: a partial last batch is still a step
     planned = hp.max_steps if hp.HasField("max_steps") else per_epoch * hp.num_train_epochs
@@ -51,7 +85,7 @@ def plan(selected: int, hp: job_pb2.Hyperparameters, step_bound: int | None = No
     downgrades = []
     if hp.early_stopping_patience > 0 and evals == 0:
         downgrades.append("early_stopping:disabled:no_eval_set")
-    return Plan(selected, train, evals, ebs, per_epoch, planned, tuple(downgrades))
+    return Plan(trainable, train, evals, ebs, per_epoch, planned, tuple(downgrades))
 
 
 def workload_seconds(

@@ -1,0 +1,251 @@
+"""Uploads under grants, and their confirmation. A grant (CreateArtifact for the org's own
+datasets, GrantJobArtifact for a job's outputs) is a presigned PUT signed over the length,
+the sha256 checksum and the object's SSE-C key, or for larger bytes one presigned part per
+`PART_SIZE`, each signed over its length and the key (`objects.py`). The object's row is
+`pending` until the upload is confirmed (ConfirmArtifact, ConfirmJobArtifact): read back
+from the store and kept only if it is exactly the bytes granted, encrypted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+
+from sqlalchemy.orm import Session
+
+from services.artifacts import retention, store
+from services.artifacts.crypto import OrgKeys
+from services.artifacts.objects import PART_SIZE, ObjectStore
+from services.artifacts.reads import ArtifactReads
+from services.artifacts.retention import Retention
+from services.core import audit, errors
+from services.core.auth import Principal
+from services.core.config import Config
+from services.core.store import Store
+from services.core.tables import ObjectRow
+from trainyard.artifact.v1 import artifact_pb2
+
+MAX_SIZE = 64 * 1024**3
+PENDING_LIMIT_BYTES = 128 * 1024**3
+USER_KINDS = ("dataset",)
+JOB_KINDS = ("snapshot", "checkpoint", "lora", "capability", "basis", "merged")
+CONTENT_TYPES = {"dataset": "application/jsonl", "snapshot": "application/jsonl"}
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+META_VALUE = re.compile(r"^[A-Za-z0-9._:-]{0,64}$")
+
+
+class Grants:
+    def __init__(
+        self,
+        store: Store,
+        objects: ObjectStore,
+        keys: OrgKeys,
+        config: Config,
+        reads: ArtifactReads,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self._store = store
+        self._objects = objects
+        self._keys = keys
+        self._config = config
+        self._reads = reads
+        self._now = clock
+
+    # -- grants --------------------------------------------------------------------------------
+
+    def grant(
+        self,
+        principal: Principal,
+        *,
+        kind: str,
+        name: str,
+        sha256: str,
+        size: int,
+        job_id: str = "",
+        meta: Mapping[str, str] | None = None,
+        request_id: str = "",
+    ) -> artifact_pb2.Grant:
+        allowed = JOB_KINDS if job_id else USER_KINDS
+        if kind not in allowed:
+            raise errors.ValidationError(
+                "kind",
+                "is not a kind this call registers",
+                metadata={"supported": ",".join(allowed)},
+            )
+        if not NAME.match(name or "x"):
+            raise errors.ValidationError(
+                "name", "must be letters, digits, dots, dashes or underscores"
+            )
+        if not store.is_sha256(sha256):
+            raise errors.ValidationError("sha256", "must be 64 lower-case hex digits")
+        if not 1 <= size <= MAX_SIZE:
+            raise errors.ValidationError("size", "must be between 1 byte and 64 GiB")
+        meta = dict(meta or {})
+        if len(meta) > 16 or any(
+            not NAME.match(k) or not META_VALUE.match(v) for k, v in meta.items()
+        ):
+            raise errors.ValidationError("meta", "must hold at most 16 short, non-secret values")
+        return store.retry(
+            lambda: self._grant(
+                principal.org, kind, name or kind, sha256, size, job_id, meta, principal, request_id
+            )
+        )
+
+    def _grant(
+        self, org: str, kind: str, name: str, sha256: str, size: int, job_id: str,
+        meta: dict[str, str], principal: Principal, request_id: str,
+    ) -> artifact_pb2.Grant:  # fmt: skip
+        now = self._now()
+        with self._store.unit() as session:
+            kept = retention.DEFAULT
+            if job_id:
+                kept = retention.of_job(store.owned_job(session, org, job_id))
+            key = self._keys.object_key(session, org, sha256, create=True)
+            row = store.object_row(session, org, sha256, lock=True)
+            if row is not None and row.status == "stored":
+                # The org holds these bytes (an identical run made them): the cheapest
+                # path, the job names the object it already has.
+                if job_id:
+                    self._link(session, org, job_id, row, kind, name, kept)
+                return artifact_pb2.Grant(sha256=sha256, stored=True)
+            if row is not None and row.size != size:
+                # The same sha256 cannot have two sizes; the earlier declaration is dropped.
+                self._drop_pending(row)
+                store.discard(session, row)
+                row = None
+            if store.pending_bytes(session, org, besides=sha256) + size > PENDING_LIMIT_BYTES:
+                raise errors.ResourceExhausted(
+                    "The org holds too many granted, unconfirmed bytes.", reason="PENDING_LIMIT"
+                )
+            content_type = CONTENT_TYPES.get(kind, "application/x-tar")
+            if row is None:
+                row = store.add_placeholder(
+                    session, org=org, sha256=sha256, size=size, kind=kind, name=name,
+                    job_id=job_id, retention_policy=kept.policy, ttl_seconds=kept.ttl_seconds,
+                    meta=meta, now=now,
+                )  # fmt: skip
+                audit.record(
+                    session, "training.artifact.placeholder.registered", org=org, subject=row.id,
+                    actor=principal.key_id, request_id=request_id, job=job_id or None,
+                )  # fmt: skip
+            if job_id:  # so each job granted these bytes may confirm them
+                self._link(session, org, job_id, row, kind, name, kept)
+            row.grant_expires = now + dt.timedelta(seconds=self._config.grant_seconds)
+            expires = int(row.grant_expires.timestamp())
+            grant = artifact_pb2.Grant(sha256=sha256, stored=False)
+            if size <= PART_SIZE:
+                put = self._objects.presign_put(
+                    org, sha256, size, key, content_type, self._config.grant_seconds
+                )
+                grant.upload.CopyFrom(
+                    artifact_pb2.Transfer(
+                        method="PUT", url=put.url, headers=put.headers, expires=expires
+                    )
+                )
+                return grant
+            if not row.upload_id:
+                row.upload_id = self._objects.start_multipart(org, sha256, key, content_type)
+            for number, offset in enumerate(range(0, size, PART_SIZE), start=1):
+                length = min(PART_SIZE, size - offset)
+                part = self._objects.presign_part(
+                    org, sha256, row.upload_id, number, length, key, self._config.grant_seconds
+                )
+                grant.parts.add(
+                    number=number, offset=offset, size=length, url=part.url, headers=part.headers
+                )
+            return grant
+
+    def _drop_pending(self, row: ObjectRow) -> None:
+        if row.upload_id:
+            self._objects.abort_multipart(row.org, row.sha256, row.upload_id)
+        self._objects.delete(row.org, row.sha256)
+
+    def _link(
+        self, session: Session, org: str, job_id: str, row: ObjectRow, kind: str, name: str,
+        kept: Retention | None = None,
+    ) -> None:  # fmt: skip
+        """Name the object as one the job produced; a stored object is kept at least as
+        long as this job's retention asks."""
+        store.link_job(session, org, job_id, row.sha256, kind=kind, name=name, now=self._now())
+        if kept is not None and row.status == "stored" and row.expires_at is not None:
+            later = self._expiry(kept, self._now())
+            row.expires_at = None if later is None else max(row.expires_at, later)
+
+    def _expiry(self, kept: Retention, stored: dt.datetime) -> dt.datetime | None:
+        return retention.expiry(kept, stored, self._config.retention_days)
+
+    # -- confirmation --------------------------------------------------------------------------
+
+    def confirm(
+        self, principal: Principal, sha256: str, *, job_id: str = ""
+    ) -> artifact_pb2.Artifact:
+        """Read the upload back; keep it only if it is exactly the bytes granted, sealed."""
+        org = principal.org
+        if not store.is_sha256(sha256):
+            raise errors.NotFound()
+        with self._store.unit(write=False) as session:
+            row = store.object_row(session, org, sha256)
+            if (
+                row is None
+                or row.status not in ("pending", "stored")
+                or (job_id and store.job_link(session, org, job_id, sha256) is None)
+            ):
+                raise errors.NotFound()
+            key = self._keys.object_key(session, org, sha256)
+            upload_id, size, status = row.upload_id, row.size, row.status
+        if status == "stored":
+            if job_id:
+                store.retry(lambda: self._confirm_link(org, sha256, job_id))
+            return (
+                self._reads.describe(principal, sha256, with_url=False)
+                if not job_id
+                else self._reads.job_artifact(org, job_id, sha256)
+            )
+        if upload_id and not self._objects.complete_multipart(org, sha256, upload_id, key):
+            raise errors.FailedPrecondition(
+                "The object's bytes have not arrived.", reason="ARTIFACT_NOT_UPLOADED"
+            )
+        back = self._objects.read_back(org, sha256, key)
+        if back is None:
+            raise errors.FailedPrecondition(
+                "The object's bytes have not arrived.", reason="ARTIFACT_NOT_UPLOADED"
+            )
+        if back.sha256 != sha256 or back.size != size or not back.encrypted:
+            self._objects.delete(org, sha256)
+            store.retry(lambda: self._forget(org, sha256))
+            raise errors.FailedPrecondition(
+                "The uploaded bytes read back otherwise than granted and were deleted.",
+                reason="ARTIFACT_MISMATCH",
+            )
+        store.retry(lambda: self._stored(org, sha256, job_id))
+        if job_id:
+            return self._reads.job_artifact(org, job_id, sha256)
+        return self._reads.describe(principal, sha256, with_url=False)
+
+    def _stored(self, org: str, sha256: str, job_id: str) -> None:
+        with self._store.unit() as session:
+            row = store.object_row(session, org, sha256, lock=True)
+            if row is None:
+                raise errors.NotFound()
+            if row.status != "stored":
+                now = self._now()
+                row.status, row.stored_time, row.upload_id, row.grant_expires = (
+                    "stored",
+                    now,
+                    "",
+                    None,
+                )
+                row.expires_at = self._expiry(Retention(row.retention_policy, row.ttl_seconds), now)
+            if job_id:
+                self._link(session, org, job_id, row, row.kind, row.name)
+
+    def _confirm_link(self, org: str, sha256: str, job_id: str) -> None:
+        with self._store.unit() as session:
+            row = store.object_row(session, org, sha256)
+            if row is None:
+                raise errors.NotFound()
+            self._link(session, org, job_id, row, row.kind, row.name)
+
+    def _forget(self, org: str, sha256: str) -> None:
+        with self._store.unit() as session:
+            store.forget_pending(session, org, sha256)

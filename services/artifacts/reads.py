@@ -1,0 +1,126 @@
+"""The reads of ArtifactService: an object (GetArtifact), the org's objects a page at a
+time (ListArtifacts), the objects a job produced (ListJobArtifacts) and an object's
+plaintext (ReadArtifact). Retention is evaluated on read: an expired object answers as
+unknown. Nothing here writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+
+from google.protobuf import timestamp_pb2
+from sqlalchemy.orm import Session
+
+from services.artifacts import store
+from services.artifacts.crypto import OrgKeys
+from services.artifacts.objects import ObjectStore
+from services.core import errors
+from services.core.auth import Principal
+from services.core.pagetoken import PageTokens, page_size
+from services.core.store import Store
+from services.core.tables import ObjectRow, readable
+from trainyard.artifact.v1 import artifact_pb2
+
+DOWNLOAD_SECONDS = 600
+
+
+def _ts(value: dt.datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value)
+    return stamp
+
+
+class ArtifactReads:
+    def __init__(
+        self,
+        store: Store,
+        objects: ObjectStore,
+        keys: OrgKeys,
+        tokens: PageTokens,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self._store = store
+        self._objects = objects
+        self._keys = keys
+        self._tokens = tokens
+        self._now = clock
+
+    def _proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
+        """The object as answered; `with_url` adds a download URL that expires."""
+        out = artifact_pb2.Artifact(
+            sha256=row.sha256, size=row.size, kind=row.kind, name=row.name, status=row.status,
+            job_id=row.job_id, published=row.published, retention_policy=row.retention_policy,
+            meta=row.meta or {}, create_time=_ts(row.stored_time or row.create_time),
+        )  # fmt: skip
+        if row.expires_at is not None:
+            out.expires_at.CopyFrom(_ts(row.expires_at))
+        if with_url:
+            key = self._keys.object_key(session, row.org, row.sha256)
+            get = self._objects.presign_get(row.org, row.sha256, key, DOWNLOAD_SECONDS)
+            out.url, out.expires = get.url, int(self._now().timestamp()) + DOWNLOAD_SECONDS
+            out.headers.update(get.headers)
+        return out
+
+    def describe(
+        self, principal: Principal, sha256: str, *, with_url: bool = True
+    ) -> artifact_pb2.Artifact:
+        with self._store.unit(write=False) as session:
+            row = store.visible_object(session, principal.org, sha256, self._now())
+            return self._proto(session, row, with_url=with_url)
+
+    def list_objects(
+        self, principal: Principal, *, kind: str, size: int, token: str
+    ) -> tuple[list[artifact_pb2.Artifact], str, int]:
+        """A page of the org's stored objects, newest first; the next page's token and the
+        total."""
+        limit = page_size(size)
+        scope = {"org": principal.org, "method": "ListArtifacts", "kind": kind}
+        position = self._tokens.decode(token, scope)
+        with self._store.unit(write=False) as session:
+            rows = [
+                r
+                for r in store.stored_objects(session, principal.org, kind)
+                if readable(session, r, self._now())
+            ]
+            start = 0
+            if position:
+                start = next(
+                    (i + 1 for i, r in enumerate(rows) if r.sha256 == position.get("after")),
+                    len(rows),
+                )
+            page = rows[start : start + limit]
+            token_out = ""
+            if start + limit < len(rows):
+                token_out = self._tokens.encode({"after": page[-1].sha256}, scope)
+            return [self._proto(session, r, with_url=False) for r in page], token_out, len(rows)
+
+    def list_job_artifacts(self, principal: Principal, job_id: str) -> list[artifact_pb2.Artifact]:
+        """The objects the job produced, oldest first, each under the kind and name the job
+        gave it, with a download URL."""
+        with self._store.unit(write=False) as session:
+            store.owned_job(session, principal.org, job_id)
+            out = []
+            for link in store.job_links(session, principal.org, job_id):
+                row = store.object_row(session, principal.org, link.sha256)
+                if readable(session, row, self._now()):
+                    assert row is not None
+                    item = self._proto(session, row, with_url=True)
+                    item.kind, item.name, item.job_id = link.kind, link.name, job_id
+                    item.provenance_record_id = link.provenance_record_id
+                    out.append(item)
+            return out
+
+    def job_artifact(self, org: str, job_id: str, sha256: str) -> artifact_pb2.Artifact:
+        """One object of the job's, as ListJobArtifacts answers it."""
+        principal = Principal(key_id="", org=org, role="platform")
+        for item in self.list_job_artifacts(principal, job_id):
+            if item.sha256 == sha256:
+                return item
+        raise errors.NotFound()
+
+    def read(self, principal: Principal, sha256: str) -> Iterator[bytes]:
+        """An object's plaintext, for the services that need its rows."""
+        with self._store.unit(write=False) as session:
+            row = store.visible_object(session, principal.org, sha256, self._now())
+            key = self._keys.object_key(session, row.org, sha256)
+        return self._objects.stream(principal.org, sha256, key)

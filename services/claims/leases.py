@@ -1,0 +1,335 @@
+"""Leases: an executor's hello and goodbye, claims (the lease token shown once and kept as
+its sha256, fenced by an epoch), a task given back, the sweep that ends lapsed leases, the
+cancels a stream passes on, and the calls an executor makes under a lease (an output's
+registration, an input read).
+
+The lease row is the truth, not the stream: every call under a lease checks, in its own
+transaction, that the lease presented is the task's current one and has not lapsed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.orm import Session
+
+from services.claims import store
+from services.claims.offers import Offer
+from services.claims.store import ExecutorRow
+from services.core import audit, errors, ids, lifecycle, view
+from services.core.auth import Principal
+from services.core.clients import ArtifactClient
+from services.core.config import Config
+from services.core.states import TaskStatus
+from services.core.store import Store, utcnow
+from services.core.tables import JobRow, TaskRow
+from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2
+from trainyard.claim.v1 import claim_service_pb2, task_pb2
+from trainyard.training.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+
+def lease_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def lease_lost() -> errors.DomainError:
+    return errors.DomainError(
+        "The lease is not the task's current one; stop the task.",
+        reason="LEASE_LOST",
+        code=errors.Conflict.code,
+    )
+
+
+def check_platform(principal: Principal, platform: bool) -> None:
+    if platform and not principal.is_platform:
+        raise errors.PermissionDenied("Only the platform credential claims as the platform.")
+
+
+def may_act(principal: Principal, task: TaskRow) -> bool:
+    """An org's executor acts on its org's tasks; the platform on the tasks no machine was
+    named for, in whichever org."""
+    return task.org == principal.org or (principal.is_platform and task.machine == "")
+
+
+def holds(task: TaskRow, token: str, now: dt.datetime) -> bool:
+    """Whether `token` is the task's current lease and has not lapsed."""
+    return (
+        task.status == TaskStatus.LEASED
+        and bool(token)
+        and secrets.compare_digest(task.lease_sha256, lease_sha256(token))
+        and task.lease_expires is not None
+        and task.lease_expires > now
+    )
+
+
+def acting_on(
+    session: Session, principal: Principal, job_id: str, task_id: str, *, lock: bool = False
+) -> TaskRow:
+    """The job's task an executor acts on, whatever lease it holds; NOT_FOUND for a task
+    it may not see, as for one that does not exist."""
+    task = store.task(session, task_id, lock=lock)
+    if task is None or task.job_id != job_id or not may_act(principal, task):
+        raise errors.NotFound()
+    if task.machine == "" and not principal.is_platform:
+        raise errors.PermissionDenied(
+            "A task the platform runs takes reports from the platform only."
+        )
+    return task
+
+
+class Leases:
+    def __init__(
+        self,
+        db: Store,
+        config: Config,
+        artifacts: ArtifactClient | None = None,
+        catalog: Catalog | None = None,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self._db = db
+        self._config = config
+        self._artifacts = artifacts
+        self._catalog = catalog or Catalog()
+        self._now = clock
+
+    @property
+    def ttl(self) -> dt.timedelta:
+        return dt.timedelta(seconds=self._config.lease_ttl_seconds)
+
+    # -- the executor's connection ---------------------------------------------------------
+
+    def hello(
+        self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
+    ) -> tuple[str, list[str], list[str]]:
+        """Register a connecting executor; sort the leases it still holds into those that
+        still stand (it goes on with them) and those that were lost."""
+        check_platform(principal, offer.platform)
+        now = self._now()
+        resumed, lost = [], []
+        with self._db.unit() as session:
+            executor = ExecutorRow(
+                id=ids.new_id("exe"), org=principal.org, key_id=principal.key_id, machine=offer.machine,
+                platform=offer.platform, offer=offer.to_json(), connected=True, create_time=now, last_seen=now,
+            )  # fmt: skip
+            session.add(executor)
+            for task_id, token in leases:
+                task = store.task(session, task_id, lock=True)
+                if task is not None and may_act(principal, task) and holds(task, token, now):
+                    task.executor_id, task.lease_expires = executor.id, now + self.ttl
+                    resumed.append(task_id)
+                else:
+                    lost.append(task_id)
+            return executor.id, resumed, lost
+
+    def goodbye(self, executor_id: str) -> None:
+        with self._db.unit() as session:
+            row = store.executor(session, executor_id)
+            if row is not None:
+                row.connected, row.last_seen = False, self._now()
+
+    # -- claims ----------------------------------------------------------------------------
+
+    def claim(
+        self, principal: Principal, offer: Offer, executor_id: str = ""
+    ) -> claim_service_pb2.ClaimTaskResponse | None:
+        """Lease the oldest open task this executor may run, or None."""
+        check_platform(principal, offer.platform)
+        try:
+            return store.retry(lambda: self._claim(principal, offer, executor_id))
+        except errors.DomainError:
+            raise
+        except Exception:
+            if offer.platform:
+                # No trail, no claim: the transaction rolled back and the task is open again.
+                log.exception("platform claim not recorded; task given back")
+                raise errors.Unavailable() from None
+            raise
+
+    def _claim(
+        self, principal: Principal, offer: Offer, executor_id: str
+    ) -> claim_service_pb2.ClaimTaskResponse | None:
+        now = self._now()
+        with self._db.unit() as session:
+            candidates = store.claim_candidates(
+                session, org=principal.org, machine=offer.machine, platform=offer.platform
+            )
+            for task in candidates:
+                # Every other writer locks the job before its tasks: take it without
+                # waiting, or leave the task to a later claim.
+                job = store.job_unless_locked(session, task.job_id)
+                if job is None:
+                    continue
+                spec = job.frozen()
+                device = offer.device_for(spec, self._catalog)
+                if device is None:
+                    continue
+                token = "trl_" + secrets.token_urlsafe(32)
+                lifecycle.lease(session, job, task)
+                task.lease_sha256, task.epoch = lease_sha256(token), task.epoch + 1
+                task.lease_expires, task.claim_time, task.report_time = now + self.ttl, now, now
+                task.executor_id, task.device, task.cancel_sent = executor_id, device, False
+                task.devices = offer.devices.count(device) if task.world_size == 1 else 1
+                task.held = spec.resources.max_seconds
+                if task.role == "join":
+                    lead = store.lead_of(session, task)
+                    task.coordinator = lead.coordinator if lead else ""
+                resume = ("", 0)
+                if task.role == "lead":
+                    attempt = lifecycle.current_attempt(session, job)
+                    if attempt.resume_from_checkpoint and job.result:
+                        resume = (
+                            job.result.get("checkpoint_sha256", ""),
+                            int(attempt.resume_step or 0),
+                        )
+                if offer.platform:
+                    audit.record(
+                        session, "training.claim.platform", org=job.org, subject=task.id, actor=principal.key_id,
+                        job=job.id, machine=offer.machine, device=device, devices=task.devices,
+                        held=task.held, payer="owner",
+                    )  # fmt: skip
+                session.flush()
+                answer = self._task_proto(task, token)
+                answer.resume_from, answer.resume_step = resume
+                answer.snapshot = job.dataset_sha256
+                return claim_service_pb2.ClaimTaskResponse(
+                    org=job.org,
+                    task=answer,
+                    job=view.job_proto(session, job),
+                )
+        return None
+
+    def _task_proto(self, task: TaskRow, token: str) -> task_pb2.Task:
+        return task_pb2.Task(
+            id=task.id, job=task.job_id, role=task.role, lease=token, coordinator=task.coordinator,
+            device=task.device, devices=task.devices, held=task.held,
+            report=self._config.report_seconds, epoch=task.epoch, rank=task.position,
+            world_size=task.world_size, attempt_number=task.attempt_number,
+        )  # fmt: skip
+
+    # -- leases kept, given back and lapsed ------------------------------------------------
+
+    def renew(self, principal: Principal, job_id: str, task_id: str, token: str) -> None:
+        """Extend a held lease and nothing else: the executor is alive and trying."""
+        now = self._now()
+        with self._db.unit() as session:
+            task = acting_on(session, principal, job_id, task_id, lock=True)
+            if holds(task, token, now):
+                task.lease_expires, task.report_time = now + self.ttl, now
+
+    def release(self, principal: Principal, task_id: str, token: str) -> None:
+        """An executor gives a task back unrun: it is open for another claim."""
+
+        def work() -> None:
+            with self._db.unit() as session:
+                found = store.task(session, task_id)
+                if found is None or not may_act(principal, found):
+                    raise lease_lost()
+                job = store.job(session, found.job_id, lock=True)
+                task = store.task(session, task_id, lock=True)
+                assert job is not None and task is not None
+                if not holds(task, token, self._now()):
+                    raise lease_lost()
+                lifecycle.release(session, job, task)
+                task.lease_sha256, task.executor_id = "", ""
+
+        store.retry(work)
+
+    def expire(self) -> int:
+        """End every task whose lease lapsed. Idempotent, and safe with several replicas:
+        each task is taken under `FOR UPDATE SKIP LOCKED` on PostgreSQL."""
+
+        def work() -> int:
+            now = self._now()
+            with self._db.unit() as session:
+                lost = 0
+                for task in store.lapsed_leases(session, now):
+                    # Taken without waiting, as a claim does: a writer holding the job
+                    # locks its tasks next, so waiting here could deadlock with it.
+                    job = store.job_unless_locked(session, task.job_id)
+                    if job is not None:
+                        lifecycle.lose(session, job, task)
+                        lost += 1
+                return lost
+
+        return store.retry(work)
+
+    def cancels_due(self, executor_id: str) -> list[tuple[str, str]]:
+        """Tasks of this executor whose job wants them stopped, each told once."""
+
+        def work() -> list[tuple[str, str]]:
+            with self._db.unit() as session:
+                due = store.cancels_due(session, executor_id)
+                for task, _ in due:
+                    task.cancel_sent = True
+                return [(task.id, status) for task, status in due]
+
+        return store.retry(work)
+
+    def job_of(self, task_id: str) -> str:
+        with self._db.unit(write=False) as session:
+            task = store.task(session, task_id)
+            if task is None:
+                raise errors.NotFound()
+            return task.job_id
+
+    # -- calls under a lease ---------------------------------------------------------------
+
+    def register_artifact(
+        self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest
+    ) -> artifact_pb2.Grant:
+        """A grant to upload an output of the task, from ArtifactService."""
+        org, _ = store.retry(
+            lambda: self._held_task(principal, request.id, request.task, request.lease)
+        )
+        if self._artifacts is None:
+            raise errors.Unavailable()
+        return self._artifacts.grant(
+            org,
+            artifact_service_pb2.GrantJobArtifactRequest(
+                job_id=request.id, task_id=request.task, kind=request.kind, name=request.name,
+                sha256=request.sha256, size=request.size, meta=dict(request.meta),
+            ),
+        )  # fmt: skip
+
+    def read_input(
+        self, principal: Principal, request: claim_service_pb2.ReadTaskInputRequest
+    ) -> artifact_pb2.Artifact:
+        """Where to download an object the task reads; NOT_FOUND for any other."""
+        org, inputs = store.retry(
+            lambda: self._held_task(principal, request.id, request.task, request.lease)
+        )
+        if request.sha256 not in inputs:
+            raise errors.NotFound()
+        if self._artifacts is None:
+            raise errors.Unavailable()
+        return self._artifacts.describe(org, request.sha256)
+
+    def _held_task(
+        self, principal: Principal, job_id: str, task_id: str, token: str
+    ) -> tuple[str, set[str]]:
+        """For a call an executor makes under its lease: the lease renewed, and the task's
+        org and the objects it may read."""
+        now = self._now()
+        with self._db.unit() as session:
+            task = acting_on(session, principal, job_id, task_id, lock=True)
+            if not holds(task, token, now):
+                raise lease_lost()
+            task.lease_expires, task.report_time = now + self.ttl, now
+            job = store.job(session, job_id)
+            assert job is not None
+            return task.org, _inputs(session, job)
+
+
+def _inputs(session: Session, job: JobRow) -> set[str]:
+    """What a task of the job reads: its dataset snapshot and, for an attempt that resumes,
+    the state it continues from."""
+    found = {job.dataset_sha256}
+    if lifecycle.current_attempt(session, job).resume_from_checkpoint and job.result:
+        found.add(str(job.result.get("checkpoint_sha256", "")))
+    return found - {""}

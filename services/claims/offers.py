@@ -1,0 +1,77 @@
+"""What a claiming executor offers (HIP-1333 §5), and whether a job fits it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from services.core import errors
+from trainyard.claim.v1 import task_pb2
+from trainyard.job.v1 import job_pb2
+from trainyard.training.catalog import Catalog
+
+DEVICE_KINDS = ("cuda", "rocm", "metal", "vulkan", "cpu")
+MACHINE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+_WORD = re.compile(r"^[A-Za-z0-9._/-]{1,128}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Offer:
+    """What a claiming executor is and runs."""
+
+    machine: str
+    platform: bool
+    bases: tuple[str, ...]
+    devices: tuple[str, ...]
+    adaptations: tuple[str, ...]
+    outputs: tuple[str, ...]
+    protect: tuple[str, ...] = ()
+    terms: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(
+        cls,
+        machine: str,
+        platform: bool,
+        bases: Iterable[str],
+        devices: Iterable[str],
+        supports: task_pb2.Supports,
+    ) -> Offer:
+        if not MACHINE.match(machine):
+            raise errors.ValidationError("machine", "must be a machine name")
+        devices = tuple(devices)
+        if not 1 <= len(devices) <= 64 or any(d not in DEVICE_KINDS for d in devices):
+            raise errors.ValidationError(
+                "devices", "must list 1 to 64 of cuda, rocm, metal, vulkan, cpu"
+            )
+        words = [
+            *bases,
+            *supports.adaptations,
+            *supports.outputs,
+            *supports.protect,
+            *supports.terms,
+        ]
+        if len(words) > 256 or any(not _WORD.match(w) for w in words):
+            raise errors.ValidationError("supports", "must hold short names")
+        return cls(
+            machine, platform, tuple(bases), devices, tuple(supports.adaptations), tuple(supports.outputs),
+            tuple(supports.protect), tuple(supports.terms),
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def device_for(self, spec: job_pb2.Job, catalog: Catalog) -> str | None:
+        """The device kind a job with this frozen spec runs on here, or None when this
+        executor cannot run it at all."""
+        if spec.base_model not in self.bases or spec.adaptation.mode not in self.adaptations:
+            return None
+        if spec.output.kind not in self.outputs:
+            return None
+        if any(term.kind not in self.terms for term in spec.objective.terms):
+            return None
+        base = catalog.get(spec.base_model)
+        allowed = list(spec.resources.devices) or (base.devices if base else DEVICE_KINDS)
+        return next((d for d in self.devices if d in allowed), None)

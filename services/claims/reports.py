@@ -1,0 +1,347 @@
+"""Report ingestion: an executor's events for a task, parsed once into typed events, their
+side effects made through ArtifactService (each output read back, a finished run's
+provenance), then applied once each, in order, under the task's lease: statuses and
+coordinators through the lifecycle, metrics as series and progress, the result on the job.
+
+A report under any lease but the task's current, unlapsed one is LEASE_LOST and changes
+nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+
+from google.protobuf import json_format
+from sqlalchemy.orm import Session
+
+from services.claims import store
+from services.claims.leases import Leases, acting_on, holds, lease_lost
+from services.core import errors, lifecycle
+from services.core.auth import Principal
+from services.core.clients import ArtifactClient
+from services.core.states import STOPPING, TERMINAL, JobStatus, TaskStatus
+from services.core.store import Store, utcnow
+from services.core.tables import AttemptRow, JobRow, TaskRow
+from trainyard.artifact.v1 import provenance_pb2
+from trainyard.claim.v1 import claim_service_pb2, task_pb2
+from trainyard.training.events import (
+    MAX_EVENTS,
+    Artifact,
+    Coordinator,
+    Event,
+    InvalidEvent,
+    Log,
+    Metric,
+    Result,
+    Status,
+    parse,
+)
+
+log = logging.getLogger(__name__)
+
+# The most events a job keeps; past it, logs and metric events are dropped (series kept).
+MAX_JOB_EVENTS = 100_000
+# The series whose newest point the job's progress shows.
+_PROGRESS_FIELDS = {
+    "loss": "loss",
+    "eval_loss": "eval_loss",
+    "learning_rate": "learning_rate",
+    "tokens_per_second": "tokens_per_second",
+}
+# Refusals of another service that a later try may not meet.
+TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})
+
+
+def parse_events(events: Sequence[task_pb2.TaskEvent]) -> list[Event]:
+    """A report's events, typed; a field violation for the first that is not valid."""
+    if len(events) > MAX_EVENTS:
+        raise errors.ValidationError("events", f"must hold at most {MAX_EVENTS} events")
+    try:
+        return [parse(event) for event in events]
+    except InvalidEvent as exc:
+        raise errors.ValidationError(exc.field, exc.message) from None
+
+
+@dataclasses.dataclass
+class Effects:
+    """What ArtifactService made of a report's outputs before it is applied."""
+
+    # The provenance record of each finished run's output, by its sha256.
+    provenance: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Outputs that did not read back as uploaded (deleted by ArtifactService).
+    refused: set[str] = dataclasses.field(default_factory=set)
+
+    def refuses(self, event: Event) -> bool:
+        match event:
+            case Artifact(sha256=sha256) | Result(sha256=sha256):
+                return sha256 in self.refused
+        return False
+
+
+class Reports:
+    def __init__(
+        self,
+        db: Store,
+        leases: Leases,
+        artifacts: ArtifactClient | None = None,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        self._db = db
+        self._leases = leases
+        self._artifacts = artifacts
+        self._now = clock
+
+    def report(
+        self,
+        principal: Principal,
+        job_id: str,
+        task_id: str,
+        token: str,
+        events: Sequence[task_pb2.TaskEvent],
+    ) -> claim_service_pb2.ReportTaskResponse:
+        """Apply a report's new events once each, in order, under the task's lease. When
+        a side effect cannot be made now (the object store or ArtifactService is down),
+        the report still renews the lease and is refused UNAVAILABLE: the executor sends
+        it again, and the task lives as long as it keeps trying."""
+        typed = parse_events(events)
+        try:
+            effects = self._side_effects(principal, job_id, task_id, token, typed)
+        except errors.DomainError as exc:
+            if exc.reason not in TRANSIENT:
+                raise
+            store.retry(lambda: self._leases.renew(principal, job_id, task_id, token))
+            raise errors.Unavailable() from None
+        outcome = store.retry(
+            lambda: self._apply(principal, job_id, task_id, token, typed, effects)
+        )
+        if isinstance(outcome, errors.DomainError):
+            raise outcome
+        return outcome
+
+    # -- side effects ----------------------------------------------------------------------
+
+    def _side_effects(
+        self, principal: Principal, job_id: str, task_id: str, token: str, events: list[Event]
+    ) -> Effects:
+        """What must reach ArtifactService before the report is applied: each new output
+        read back, and a finished run's provenance. Both are idempotent, so a retried
+        report repeats them harmlessly. An output that does not read back is refused for
+        good; anything that may pass later raises."""
+        with self._db.unit(write=False) as session:
+            task = acting_on(session, principal, job_id, task_id)
+            if not holds(task, token, self._now()):
+                return Effects()
+            fresh = [e for e in events if e.seq > task.last_seq]
+            job = store.job(session, job_id)
+            assert job is not None
+            org, dataset, config_sha = task.org, job.dataset_sha256, job.spec_sha256
+            base_model = job.frozen().base_model
+        effects = Effects()
+        needs = [e.sha256 for e in fresh if isinstance(e, Artifact)]
+        needs += [e.sha256 for e in fresh if isinstance(e, Result) and e.sha256]
+        for sha in dict.fromkeys(needs):
+            if self._artifacts is None:
+                raise errors.Unavailable()
+            try:
+                self._artifacts.confirm(org, job_id, sha)
+            except errors.DomainError as exc:
+                if exc.reason in TRANSIENT:
+                    raise
+                log.warning("job %s: an output was refused at read-back (%s)", job_id, exc.reason)
+                effects.refused.add(sha)
+        for event in fresh:
+            if isinstance(event, Result) and event.sha256 and event.sha256 not in effects.refused:
+                assert self._artifacts is not None
+                record = self._artifacts.record_provenance(
+                    org,
+                    provenance_pb2.ProvenanceRecord(
+                        job_id=job_id, dataset_sha256=event.dataset_sha256 or dataset,
+                        artifact_sha256=event.sha256, base_model_id=base_model,
+                        base_model_sha256=event.base_sha256,
+                        training_config_sha256=event.training_config_sha256 or config_sha,
+                    ),
+                )  # fmt: skip
+                effects.provenance[event.sha256] = record.id
+        return effects
+
+    # -- applying --------------------------------------------------------------------------
+
+    def _apply(
+        self,
+        principal: Principal,
+        job_id: str,
+        task_id: str,
+        token: str,
+        events: list[Event],
+        effects: Effects,
+    ) -> claim_service_pb2.ReportTaskResponse | errors.DomainError:
+        now = self._now()
+        with self._db.unit() as session:
+            acting_on(session, principal, job_id, task_id)
+            # The job's row lock first, as every writer of its events takes it.
+            job = store.job(session, job_id, lock=True)
+            assert job is not None
+            task = acting_on(session, principal, job_id, task_id, lock=True)
+            if job.status in TERMINAL and job.status != JobStatus.FAILED:
+                # The job ended: the report records nothing and learns the status.
+                return _ack(task, job)
+            if not holds(task, token, now) or job.status == JobStatus.FAILED:
+                if (
+                    task.status == TaskStatus.LEASED
+                    and task.lease_expires is not None
+                    and task.lease_expires <= now
+                ):
+                    lifecycle.lose(session, job, task)
+                return lease_lost()
+            task.lease_expires, task.report_time = now + self._leases.ttl, now
+            attempt = lifecycle.current_attempt(session, job)
+            metrics: list[Metric] = []
+            for event in sorted(events, key=lambda e: e.seq):
+                if event.seq <= task.last_seq:
+                    continue  # a replay: applied once already
+                if isinstance(event, Metric):
+                    metrics.append(event)
+                else:
+                    if metrics:  # keep progress in order with the statuses around it
+                        self._metrics(session, task, job, attempt, metrics)
+                        metrics = []
+                    if effects.refuses(event):
+                        lifecycle.fail(session, job, attempt, "artifact_rejected")
+                    else:
+                        _event(session, task, job, attempt, event, effects.provenance)
+                task.last_seq = event.seq
+                if job.status in TERMINAL:
+                    break
+            if metrics:
+                self._metrics(session, task, job, attempt, metrics)
+            return _ack(task, job)
+
+    def _metrics(
+        self,
+        session: Session,
+        task: TaskRow,
+        job: JobRow,
+        attempt: AttemptRow,
+        points: list[Metric],
+    ) -> None:
+        """A run of metric points: one insert for the series (a point reported twice is
+        kept once), an event each, and the job's progress from the newest."""
+        now = self._now()
+        rows = {
+            (p.name, p.step): {
+                "job_id": job.id, "attempt_number": attempt.attempt_number, "name": p.name,
+                "step": p.step, "value": p.value, "create_time": now,
+            }
+            for p in points
+        }  # fmt: skip
+        store.add_metric_points(session, self._db.dialect, list(rows.values()))
+        for point in points:
+            if job.event_seq >= MAX_JOB_EVENTS:
+                break
+            lifecycle.append_event(
+                session, job, "metric", attempt=attempt.attempt_number, name=point.name, step=point.step,
+                value=point.value,
+            )  # fmt: skip
+        if task.role != "lead":
+            return
+        progress = dict(job.progress or {})
+        plan = job.planned()
+        planned = plan.planned_steps
+        progress["planned_steps"] = planned
+        for point in points:
+            if point.step >= int(progress.get("step", 0)):
+                progress["step"] = point.step
+            if field := _PROGRESS_FIELDS.get(point.name):
+                progress[field] = point.value
+        step = int(progress.get("step", 0))
+        progress["percent"] = round(100.0 * step / planned, 2) if planned else 0.0
+        per_epoch = plan.steps_per_epoch
+        progress["epoch"] = round(step / per_epoch, 3) if per_epoch else 0.0
+        if job.running_time and step:
+            elapsed = (now - job.running_time).total_seconds()
+            progress["eta_seconds"] = round(elapsed / step * max(planned - step, 0), 1)
+        job.progress = progress
+
+
+def _ack(task: TaskRow, job: JobRow) -> claim_service_pb2.ReportTaskResponse:
+    return claim_service_pb2.ReportTaskResponse(
+        cancel=job.status in STOPPING and task.status == TaskStatus.LEASED,
+        held=task.held,
+        status=job.status,
+        seq=task.last_seq,
+    )
+
+
+def _event(
+    session: Session,
+    task: TaskRow,
+    job: JobRow,
+    attempt: AttemptRow,
+    event: Event,
+    provenance_ids: dict[str, str],
+) -> None:
+    """Apply one event (a metric is applied with its run, in `_metrics`)."""
+    match event:
+        case Status(status=status, error=error):
+            lifecycle.report_status(session, job, task, attempt, status, error)
+        case Coordinator(addr=addr):
+            lifecycle.coordinate(session, job, task, addr)
+        case Log(line=line):
+            if job.event_seq < MAX_JOB_EVENTS:
+                lifecycle.append_event(
+                    session, job, "log", attempt=attempt.attempt_number, line=line
+                )
+        case Artifact(sha256=sha256):
+            lifecycle.append_event(
+                session, job, "artifact", attempt=attempt.attempt_number, sha256=sha256
+            )
+        case Result():
+            _result(session, job, attempt, event, provenance_ids)
+
+
+def _result(
+    session: Session,
+    job: JobRow,
+    attempt: AttemptRow,
+    result: Result,
+    provenance_ids: dict[str, str],
+) -> None:
+    """The run's result on the job, and the job's end: cancelled when a cancel was asked,
+    rejected past its regression budget, else succeeded."""
+    output = job.frozen().output
+    if result.sha256:
+        job.result = {
+            "sha256": result.sha256,
+            "kind": output.kind,
+            "name": output.name,
+            "base_sha256": result.base_sha256,
+            "provenance_record_id": provenance_ids.get(result.sha256, ""),
+            "step": result.served_step or result.step,
+            "checkpoint_sha256": result.checkpoint_sha256,
+            "checkpoint_step": result.checkpoint_step or result.step,
+        }
+        job.model_available = True
+    if result.evaluation is not None:
+        job.evaluation = json_format.MessageToDict(
+            result.evaluation, preserving_proto_field_name=True
+        )
+    if result.outcome is not None:
+        outcome = json_format.MessageToDict(result.outcome, preserving_proto_field_name=True)
+        planned_downgrades = list(job.planned().downgrades)
+        outcome["downgrades"] = list(
+            dict.fromkeys([*planned_downgrades, *outcome.get("downgrades", [])])
+        )
+        job.outcome = outcome
+    if result.training_seconds:
+        attempt.training_seconds = result.training_seconds
+    lifecycle.append_event(
+        session, job, "result", attempt=attempt.attempt_number, sha256=result.sha256 or None
+    )
+    if job.status == JobStatus.CANCELLING:
+        lifecycle.finish(session, job, attempt, JobStatus.CANCELLED)
+    elif (job.evaluation or {}).get("verdict") == "rejected":
+        lifecycle.finish(session, job, attempt, JobStatus.REJECTED)
+    else:
+        lifecycle.finish(session, job, attempt, JobStatus.SUCCEEDED)

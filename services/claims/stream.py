@@ -1,0 +1,206 @@
+"""How ClaimService waits on an executor's behalf: the unary claim's long poll, and the
+session of one executor's stream (`Connect`).
+
+The stream is transport only: a session pushes what the lease rows say (assignments,
+cancels) and applies what the executor sends through the same calls the unary routes
+make. When it breaks, the executor reconnects and goes on with the leases that stand."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from services.claims.offers import Offer
+from services.claims.service import ClaimService
+from services.core import errors
+from services.core.auth import Principal
+from services.core.states import TERMINAL
+from trainyard.claim.v1 import claim_service_pb2
+
+log = logging.getLogger(__name__)
+# How long a cancelled task's trainer has to save what it trained before it is killed.
+CANCEL_GRACE_SECONDS = 60
+# How often a busy executor's tasks are checked for cancels: not every tick, since the
+# poll would take CPU from the training beside it.
+CANCEL_CHECK_SECONDS = 1.0
+
+
+async def poll_claim(
+    service: ClaimService, principal: Principal, offer: Offer, wait: float, poll: float
+) -> claim_service_pb2.ClaimTaskResponse:
+    """A task leased within `wait` seconds, or the empty answer."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = await asyncio.to_thread(service.claim, principal, offer)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            return claim_service_pb2.ClaimTaskResponse()
+        await asyncio.sleep(poll)
+
+
+class ExecutorStream:
+    """One executor's stream: a reader applying what it sends, a claimer pushing tasks
+    while it has free slots (and cancels when a job wants its task stopped), one queue
+    of answers."""
+
+    def __init__(
+        self, service: ClaimService, principal: Principal, offer: Offer, executor_id: str, slots: int,
+        held: set[str], poll: float,
+    ) -> None:  # fmt: skip
+        self._service, self._principal, self._offer = service, principal, offer
+        self._executor_id, self._slots, self._held, self._poll = executor_id, slots, held, poll
+        self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
+        self._next_cancel_check = 0.0
+
+    @classmethod
+    async def open(
+        cls,
+        service: ClaimService,
+        principal: Principal,
+        hello: claim_service_pb2.Hello,
+        poll: float,
+    ) -> tuple[ExecutorStream, claim_service_pb2.Welcome]:
+        """Register the executor that said `hello`; its session, and the welcome that
+        says which of the leases it named still stand."""
+        offer = Offer.parse(
+            hello.machine, hello.platform, hello.bases, hello.devices, hello.supports
+        )
+        leases = [(held.task, held.lease) for held in hello.leases]
+        executor_id, resumed, lost = await asyncio.to_thread(
+            service.hello, principal, offer, leases
+        )
+        stream = cls(
+            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll
+        )
+        return stream, claim_service_pb2.Welcome(
+            executor_id=executor_id, resumed=resumed, lost=lost
+        )
+
+    async def run(
+        self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]
+    ) -> AsyncIterator[claim_service_pb2.ConnectResponse]:
+        tasks = [asyncio.create_task(self._read(requests)), asyncio.create_task(self._claim())]
+        try:
+            while (message := await self._out.get()) is not None:
+                yield message
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.to_thread(self._service.goodbye, self._executor_id)
+
+    # -- what the executor sends -----------------------------------------------------------
+
+    async def _read(self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]) -> None:
+        try:
+            async for message in requests:
+                kind = message.WhichOneof("kind")
+                if kind == "report":
+                    await self._out.put(await self._report(message.report))
+                elif kind == "artifact":
+                    await self._out.put(await self._grant(message.artifact))
+                elif kind == "release":
+                    with contextlib.suppress(errors.DomainError):
+                        await asyncio.to_thread(
+                            self._service.release,
+                            self._principal,
+                            message.release.task,
+                            message.release.lease,
+                        )
+                    self._held.discard(message.release.task)
+        except Exception:
+            log.exception("executor stream read failed")
+        finally:
+            await self._out.put(None)
+
+    async def _report(
+        self, report: claim_service_pb2.StreamReport
+    ) -> claim_service_pb2.ConnectResponse:
+        try:
+            job_id = await asyncio.to_thread(self._service.job_of, report.task)
+            answer = await asyncio.to_thread(
+                self._service.report,
+                self._principal,
+                job_id,
+                report.task,
+                report.lease,
+                list(report.events),
+            )
+        except errors.DomainError as exc:
+            if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
+                self._held.discard(report.task)
+            return claim_service_pb2.ConnectResponse(
+                ack=claim_service_pb2.Ack(task=report.task, reason=exc.reason)
+            )
+        if answer.status in TERMINAL:
+            self._held.discard(report.task)
+        return claim_service_pb2.ConnectResponse(
+            ack=claim_service_pb2.Ack(
+                task=report.task,
+                seq=answer.seq,
+                held=answer.held,
+                cancel=answer.cancel,
+                status=answer.status,
+            )
+        )
+
+    async def _grant(
+        self, registration: claim_service_pb2.ArtifactRegistration
+    ) -> claim_service_pb2.ConnectResponse:
+        try:
+            job_id = await asyncio.to_thread(self._service.job_of, registration.task)
+            request = claim_service_pb2.RegisterTaskArtifactRequest(
+                id=job_id, task=registration.task, lease=registration.lease, kind=registration.kind,
+                name=registration.name, sha256=registration.sha256, size=registration.size, meta=registration.meta,
+            )  # fmt: skip
+            grant = await asyncio.to_thread(
+                self._service.register_artifact, self._principal, request
+            )
+        except errors.DomainError as exc:
+            return claim_service_pb2.ConnectResponse(
+                grant=claim_service_pb2.StreamGrant(
+                    request_id=registration.request_id, reason=exc.reason
+                )
+            )
+        return claim_service_pb2.ConnectResponse(
+            grant=claim_service_pb2.StreamGrant(request_id=registration.request_id, grant=grant)
+        )
+
+    # -- what the service pushes -----------------------------------------------------------
+
+    async def _claim(self) -> None:
+        while True:
+            try:
+                if len(self._held) < self._slots:
+                    found = await asyncio.to_thread(
+                        self._service.claim, self._principal, self._offer, self._executor_id
+                    )
+                    if found is not None:
+                        self._held.add(found.task.id)
+                        await self._out.put(
+                            claim_service_pb2.ConnectResponse(
+                                assignment=claim_service_pb2.Assignment(
+                                    org=found.org, task=found.task, job=found.job
+                                )
+                            )
+                        )
+                        continue
+                if self._held and time.monotonic() < self._next_cancel_check:
+                    await asyncio.sleep(self._poll)
+                    continue
+                self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
+                for task_id, reason in await asyncio.to_thread(
+                    self._service.cancels_due, self._executor_id
+                ):
+                    cancel = claim_service_pb2.Cancel(
+                        task=task_id, grace=CANCEL_GRACE_SECONDS, reason=reason
+                    )
+                    await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
+            except errors.DomainError as exc:
+                log.warning("claim refused: %s", exc.reason)
+            except Exception:
+                log.exception("claim pass failed")
+            await asyncio.sleep(self._poll)

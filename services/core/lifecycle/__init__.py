@@ -1,0 +1,43 @@
+"""The one lifecycle: every change of a job's, an attempt's, a task's or a
+preparation's state, as named transitions the services call, and the durable record each
+leaves. The states and the moves each allows are `states`; nothing else assigns them.
+
+Every transition runs in its caller's transaction with the job's row locked or its version
+checked, so two writers cannot both move one job; each appends the job's events (and an
+audit row for a job's move) in that same transaction.
+"""
+
+from __future__ import annotations
+
+from services.core.lifecycle.execution import (
+    coordinate,
+    fail,
+    finish,
+    lease,
+    lose,
+    release,
+    report_status,
+)
+from services.core.lifecycle.moves import (
+    append_event,
+    current_attempt,
+    failure_of,
+    held,
+    move_attempt,
+    move_job,
+    move_preparation,
+    move_task,
+)
+from services.core.lifecycle.ownership import cancel, requeue, tombstone
+from services.core.lifecycle.preparation import (
+    preparation_failed,
+    snapshot_verified,
+    start_preparation,
+)
+
+__all__ = [
+    "append_event", "cancel", "coordinate", "current_attempt", "fail", "failure_of", "finish",
+    "held", "lease", "lose", "move_attempt", "move_job", "move_preparation", "move_task",
+    "preparation_failed", "release", "report_status", "requeue", "snapshot_verified",
+    "start_preparation", "tombstone",
+]  # fmt: skip

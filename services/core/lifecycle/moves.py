@@ -1,0 +1,200 @@
+"""The record every transition leaves, and the moves transitions are made of: each
+checks its table in `states`, stamps its times, and appends the job's events (a job's move
+also an audit row) in the caller's transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from services.core import audit, errors
+from services.core.states import (
+    ATTEMPT_MOVES,
+    ATTEMPT_TERMINAL,
+    BOUND_REACHED,
+    FAILURES,
+    JOB_MOVES,
+    PREPARATION_MOVES,
+    RUN_FAILED,
+    TASK_ENDED,
+    TASK_MOVES,
+    TERMINAL,
+    AttemptStatus,
+    JobStatus,
+    PreparationStatus,
+    TaskStatus,
+    check_move,
+)
+from services.core.store import utcnow
+from services.core.tables import AttemptRow, EventRow, JobRow, TaskRow
+
+J, A, T, P = JobStatus, AttemptStatus, TaskStatus, PreparationStatus
+Failure = tuple[str, str, str]
+
+# The column stamped the first time a job, or an attempt, enters each state.
+_STAMPS = {
+    J.PREPARING: "preparing_time",
+    J.RUNNING: "running_time",
+    J.FINALIZING: "finalizing_time",
+    J.CANCELLING: "cancelling_time",
+}
+_ATTEMPT_STAMPS = {
+    A.LEASED: "leased_time",
+    A.STARTED: "started_time",
+    A.FINALIZING: "finalizing_time",
+}
+
+
+# -- the record ---------------------------------------------------------------------------
+
+
+def append_event(
+    session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any
+) -> int:
+    """Append one event to the job's record in the caller's transaction; returns its seq."""
+    job.event_seq += 1
+    now = utcnow()
+    job.update_time = now
+    session.add(
+        EventRow(
+            job_id=job.id,
+            seq=job.event_seq,
+            org=job.org,
+            type=type_,
+            attempt_number=attempt,
+            data={k: v for k, v in data.items() if v is not None},
+            create_time=now,
+        )
+    )
+    return job.event_seq
+
+
+def current_attempt(session: Session, job: JobRow) -> AttemptRow:
+    row = session.scalar(
+        sa.select(AttemptRow).where(
+            AttemptRow.job_id == job.id, AttemptRow.attempt_number == job.attempt_count
+        )
+    )
+    if row is None:
+        raise errors.NotFound()
+    return row
+
+
+def tasks_of(session: Session, job: JobRow, *statuses: str) -> list[TaskRow]:
+    """The current attempt's tasks, in rank order; only those in `statuses` when given."""
+    query = sa.select(TaskRow).where(
+        TaskRow.job_id == job.id, TaskRow.attempt_number == job.attempt_count
+    )
+    if statuses:
+        query = query.where(TaskRow.status.in_(statuses))
+    return list(session.scalars(query.order_by(TaskRow.position)))
+
+
+def held(session: Session, job: JobRow) -> bool:
+    """Whether an executor holds a task of the job's current attempt."""
+    return bool(tasks_of(session, job, T.LEASED))
+
+
+# -- the moves every transition is made of -------------------------------------------------
+
+
+def move_job(
+    session: Session,
+    job: JobRow,
+    target: JobStatus,
+    *,
+    reason: str = "",
+    failure: Failure | None = None,
+    actor: str = "",
+    request_id: str = "",
+) -> bool:
+    """Move a job, stamping its times, appending a `transition` event and an audit row.
+    False for a same-state replay."""
+    if not check_move(JOB_MOVES, job.status, target):
+        return False
+    previous, job.status = job.status, target
+    now = utcnow()
+    if (stamp := _STAMPS.get(target)) and getattr(job, stamp) is None:
+        setattr(job, stamp, now)
+    if target in TERMINAL:
+        job.end_time = now
+    if failure:
+        job.failure_code, job.failure_category, job.failure_message = failure
+    append_event(
+        session, job, "transition", attempt=job.attempt_count, status=target,
+        previous_status=previous, reason=reason or None,
+    )  # fmt: skip
+    audit.record(
+        session,
+        "training.job.state.transitioned",
+        org=job.org,
+        subject=job.id,
+        code=f"{previous}->{target}",
+        actor=actor,
+        request_id=request_id,
+        reason=reason or None,
+    )
+    return True
+
+
+def move_attempt(
+    session: Session,
+    job: JobRow,
+    attempt: AttemptRow,
+    target: AttemptStatus,
+    *,
+    failure: Failure | None = None,
+) -> bool:
+    if not check_move(ATTEMPT_MOVES, attempt.status, target):
+        return False
+    previous, attempt.status = attempt.status, target
+    now = utcnow()
+    if (stamp := _ATTEMPT_STAMPS.get(target)) and getattr(attempt, stamp) is None:
+        setattr(attempt, stamp, now)
+    if target in ATTEMPT_TERMINAL:
+        attempt.end_time = now
+    if failure:
+        attempt.failure_code, attempt.failure_category, attempt.failure_message = failure
+    append_event(
+        session,
+        job,
+        "attempt",
+        attempt=attempt.attempt_number,
+        status=target,
+        previous_status=previous,
+        reason=failure[0] if failure else None,
+    )
+    return True
+
+
+def move_task(task: TaskRow, target: TaskStatus) -> bool:
+    if not check_move(TASK_MOVES, task.status, target):
+        return False
+    task.status = target
+    if target in TASK_ENDED:
+        task.end_time = utcnow()
+    return True
+
+
+def move_preparation(job: JobRow, target: PreparationStatus, **fields: Any) -> bool:
+    current = (job.preparation or {}).get("status", P.QUEUED)
+    if not check_move(PREPARATION_MOVES, current, target):
+        return False
+    job.preparation = {**(job.preparation or {}), **fields, "status": str(target)}
+    return True
+
+
+def end_tasks(session: Session, job: JobRow, target: TaskStatus) -> None:
+    """End every task of the job's current attempt that has not ended."""
+    for task in tasks_of(session, job):
+        if task.status not in TASK_ENDED:
+            move_task(task, target)
+
+
+def failure_of(code: str, *, stopped: bool = False) -> Failure:
+    """A failure code with the category and the sentence a user reads for it."""
+    if stopped:
+        return (code, *BOUND_REACHED)
+    return (code, *FAILURES.get(code, RUN_FAILED))

@@ -1,0 +1,207 @@
+"""Admission and create: a spec checked in HIP-1333 §3's order, expanded, planned and
+admitted on its projected duration (an estimate stops there), then inserted once per
+idempotency key with the project's next number."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from services.core import audit, errors, ids, lifecycle
+from services.core.auth import Principal
+from services.core.config import Config
+from services.core.states import JobStatus
+from services.core.store import Store, retrying, utcnow
+from services.core.tables import JobRow
+from services.jobs import frozen, sources, spec, store, view
+from services.jobs.validation import check_typed_job, parse_json_job
+from trainyard.job.v1 import job_pb2
+from trainyard.training import datasets, planning
+from trainyard.training.catalog import Base, Catalog
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """What a create of a spec would freeze and whether it may run."""
+
+    job: job_pb2.Job
+    base: Base
+    plan: planning.Plan
+    stats: datasets.Stats
+    workload_seconds: float
+    projected_seconds: float
+    limit_seconds: float
+
+    @property
+    def admitted(self) -> bool:
+        return self.projected_seconds <= self.limit_seconds
+
+
+def parse(body: Mapping[str, Any] | None, typed: job_pb2.Job) -> job_pb2.Job:
+    """The request's job: a REST body parsed strictly, or the gRPC message checked."""
+    if body is not None:
+        return parse_json_job(body)
+    check_typed_job(typed)
+    return typed
+
+
+def check_queue(session: Session, org: str, config: Config) -> None:
+    """QUEUE_LIMIT_EXCEEDED when the org already has its most jobs that have not ended."""
+    if store.open_jobs(session, org) >= config.queue_limit:
+        raise errors.ResourceExhausted(
+            "The org already has its most jobs that have not ended.",
+            reason="QUEUE_LIMIT_EXCEEDED",
+            metadata={"limit": str(config.queue_limit)},
+        )
+
+
+def _duration_error(admission: Admission) -> errors.DomainError:
+    return errors.FailedPrecondition(
+        "The projected run exceeds the execution limit.",
+        reason="DURATION_EXCEEDS_LIMIT",
+        metadata={
+            "projected_seconds": f"{admission.projected_seconds:.0f}",
+            "execution_limit_seconds": f"{admission.limit_seconds:.0f}",
+        },
+    )
+
+
+class JobCreation:
+    """EstimateJob and CreateJob. `admit` reads no store, so it also plans jobs for the
+    trainer's tests and benchmarks."""
+
+    def __init__(
+        self,
+        store: Store,
+        catalog: Catalog,
+        config: Config,
+        reader: sources.DatasetReader | None,
+    ) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._config = config
+        self._reader = reader
+
+    def admit(self, principal: Principal, job: job_pb2.Job) -> Admission:
+        """Validate and plan a spec as a create would, in HIP-1333 §3's order."""
+        base = spec.validate(job, self._catalog)
+        expanded = spec.expand(job, base)
+        rows = sources.load(expanded.dataset.uri, principal.org, self._reader)
+        try:
+            stats = datasets.check(
+                datasets.select(rows, expanded.dataset.tags),
+                system_prompt=expanded.dataset.system_prompt,
+                loss_mask=expanded.objective.loss_mask,
+            )
+        except datasets.DatasetError as exc:
+            raise sources.domain_error(exc) from None
+        bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
+        plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound)
+        workload = planning.workload_seconds(
+            base.to_proto().profile.duration,
+            plan.planned_steps,
+            expanded.hyperparameters.max_seq_length,
+        )
+        frozen.apply_plan(expanded, plan)
+        return Admission(
+            job=expanded,
+            base=base,
+            plan=plan,
+            stats=stats,
+            workload_seconds=workload,
+            projected_seconds=planning.projected_active_seconds(workload),
+            limit_seconds=float(self._config.execution_limit_seconds),
+        )
+
+    def estimate(
+        self, principal: Principal, body: Mapping[str, Any] | None, typed: job_pb2.Job
+    ) -> Admission:
+        return self.admit(principal, parse(body, typed))
+
+    def create(
+        self,
+        principal: Principal,
+        body: Mapping[str, Any] | None,
+        typed: job_pb2.Job,
+        *,
+        request_id: str = "",
+    ) -> tuple[job_pb2.Job, bool]:
+        """The job, and whether this call made it (False: an idempotent replay)."""
+        try:
+            request = parse(body, typed)
+            admission = self.admit(principal, request)
+            if not admission.admitted:
+                raise _duration_error(admission)
+            return retrying(lambda: self._insert(principal, request, admission, request_id))
+        except errors.DomainError as exc:
+            with self._store.unit() as session:
+                audit.record(
+                    session, "training.job.create.rejected", org=principal.org, code=exc.reason,
+                    actor=principal.key_id, request_id=request_id,
+                )  # fmt: skip
+            raise
+
+    def _insert(
+        self, principal: Principal, request: job_pb2.Job, admission: Admission, request_id: str
+    ) -> tuple[job_pb2.Job, bool]:
+        org, key = principal.org, request.idempotency_key
+        shape = spec.shape_sha256(request)
+        job_id = ids.derived_id("job", org, key, shape) if key else ids.new_id("job")
+        try:
+            with self._store.unit() as session:
+                store.lock_org(session, org)
+                if key and (found := _replay(session, org, key, shape)) is not None:
+                    return view.job_proto(session, found), False
+                check_queue(session, org, self._config)
+                job = admission.job
+                number = store.next_number(session, org, job.project)
+                if not job.output.name:
+                    job.output.name = f"{job.project}-{number}"
+                row = store.add_job(
+                    session, job_id=job_id, org=org, project=job.project, number=number,
+                    requested_by=job.requested_by, spec=frozen.spec_json(job),
+                    spec_sha256=spec.canonical_sha256(frozen.training_config(job)),
+                    plan=planning.FrozenPlan(
+                        **dataclasses.asdict(admission.plan),
+                        projected_seconds=admission.projected_seconds,
+                    ).to_json(),
+                    reads_sha256=spec.artifact_sha256(job.dataset.uri) or "", key=key,
+                    shape_sha256=shape, now=utcnow(),
+                )  # fmt: skip
+                lifecycle.append_event(
+                    session, row, "transition", attempt=1, status=JobStatus.QUEUED,
+                    reason="created",
+                )  # fmt: skip
+                audit.record(
+                    session, "training.job.create.accepted", org=org, subject=job_id,
+                    actor=principal.key_id, request_id=request_id,
+                )  # fmt: skip
+                return view.job_proto(session, row), True
+        except IntegrityError:
+            if not key:
+                raise
+            # A concurrent create with the same key won; answer what it made.
+            with self._store.unit(write=False) as session:
+                found = _replay(session, org, key, shape)
+                if found is None:
+                    raise errors.Conflict() from None
+                return view.job_proto(session, found), False
+
+
+def _replay(session: Session, org: str, key: str, shape: str) -> JobRow | None:
+    """The job a create with `key` made, if one did; IDEMPOTENCY_KEY_REUSED when that
+    create had another shape."""
+    used = store.used_key(session, org, key)
+    if used is None:
+        return None
+    if used.request_sha256 != shape:
+        raise errors.AlreadyExists(
+            "The idempotency key was used with another request.",
+            reason="IDEMPOTENCY_KEY_REUSED",
+            metadata={"field": "idempotency_key"},
+        )
+    return store.job_by_id(session, used.resource_id)

@@ -1,0 +1,88 @@
+"""Preparation: a queued job's dataset read, selected and snapshotted, the snapshot kept as
+an object the job holds, and the job moved on (`002_…` "Preparação"). The server's
+background loop calls `prepare_next` until nothing waits; the moves are `lifecycle`'s
+`start_preparation`, `snapshot_verified` and `preparation_failed`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from sqlalchemy.orm.exc import StaleDataError
+
+from services.core import errors, lifecycle
+from services.core.states import JobStatus
+from services.core.store import Store, retrying, utcnow
+from services.jobs import sources, store
+from trainyard.training import datasets
+
+log = logging.getLogger(__name__)
+
+# A snapshotting job untouched this long is taken again (its preparer died or the store
+# did not answer).
+SNAPSHOT_STALL_SECONDS = 30
+
+
+class Preparation:
+    def __init__(
+        self,
+        store: Store,
+        reader: sources.DatasetReader | None,
+        snapshots: sources.SnapshotKeeper | None,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._snapshots = snapshots
+
+    def prepare_next(self) -> bool:
+        """Move the oldest queued job into preparation and snapshot its dataset; False when
+        nothing was waiting. A job whose snapshotting stalled (its preparer died, or the
+        store was unreachable) is taken again once it has been quiet for a while. Safe with
+        several replicas: the job's row lock, taken first as every writer of its events
+        does, decides."""
+        stalled = utcnow() - dt.timedelta(seconds=SNAPSHOT_STALL_SECONDS)
+        with self._store.unit() as session:
+            row = store.next_to_prepare(session, stalled)
+            if row is None:
+                return False
+            job_id, org = row.id, row.org
+            try:
+                verified = lifecycle.start_preparation(session, row)
+                job = row.frozen()
+            except StaleDataError:
+                return True
+        if verified:
+            return True
+        try:
+            rows = sources.load(job.dataset.uri, org, self._reader)
+            snapshot = datasets.build_snapshot(
+                datasets.select(rows, job.dataset.tags), job.objective.loss_mask
+            )
+            if self._snapshots is not None:
+                self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
+        except (errors.DomainError, datasets.DatasetError) as exc:
+            if exc.reason == "UNAVAILABLE":
+                # Nothing is wrong with the input: the job stays snapshotting and is taken
+                # again once the store answers.
+                log.warning("job %s: the dataset could not be read or kept yet", job_id)
+                return True
+            code = exc.reason.lower()
+            retrying(lambda: self._failed(job_id, code))
+            return True
+        retrying(lambda: self._done(job_id, org, snapshot))
+        return True
+
+    def _done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> None:
+        with self._store.unit() as session:
+            store.add_snapshot(session, org, snapshot, utcnow())
+            row = store.job_by_id(session, job_id, lock=True)
+            if row is None or row.status != JobStatus.PREPARING:
+                return  # cancelled meanwhile: the snapshot stays, unused
+            lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
+
+    def _failed(self, job_id: str, code: str) -> None:
+        with self._store.unit() as session:
+            row = store.job_by_id(session, job_id, lock=True)
+            if row is None or row.status != JobStatus.PREPARING:
+                return
+            lifecycle.preparation_failed(session, row, code)

@@ -1,0 +1,154 @@
+"""The reads of JobService: a job (by id or by number), the org's jobs a page at a time, a
+job's events, metrics and attempts, and the items of the snapshot it trained on. Nothing
+here writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from services.core import errors
+from services.core.auth import Principal
+from services.core.pagetoken import PageTokens, page_size
+from services.core.states import JOB_MOVES
+from services.core.store import Store
+from services.jobs import spec, store, view
+from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
+
+MAX_DATASET_PAGE = 200
+MAX_EVENTS_PAGE = 500
+MAX_SEARCH = 200
+SPLITS = ("all", "train", "eval")
+
+
+class JobReads:
+    def __init__(self, store: Store, tokens: PageTokens) -> None:
+        self._store = store
+        self._tokens = tokens
+
+    def get(
+        self, principal: Principal, job_id: str, identifier: str = "", project: str = ""
+    ) -> job_pb2.Job:
+        """`job_id` is the job's id, or with `identifier: number` its number in `project`."""
+        with self._store.unit(write=False) as session:
+            if identifier in ("", "id"):
+                row = store.owned_job(session, principal.org, job_id)
+            elif identifier == "number":
+                found = None
+                if job_id.isdigit() and len(job_id) <= 18:
+                    found = store.job_by_number(
+                        session, principal.org, project or spec.DEFAULT_PROJECT, int(job_id)
+                    )
+                if found is None:
+                    raise errors.NotFound()
+                row = found
+            else:
+                raise errors.ValidationError("identifier", "must be id or number")
+            return view.job_proto(session, row, preview=True)
+
+    def list_jobs(
+        self, principal: Principal, *, status: str, project: str, size: int, token: str
+    ) -> tuple[list[job_pb2.Job], str, int]:
+        """A page of the org's jobs, newest first; the next page's token and the total."""
+        if status and status not in JOB_MOVES:
+            raise errors.ValidationError("status", "is not a job status")
+        limit = page_size(size)
+        scope = {"org": principal.org, "method": "ListJobs", "status": status, "project": project}
+        position = self._tokens.decode(token, scope)
+        after = (
+            (dt.datetime.fromisoformat(str(position["t"])), str(position["id"]))
+            if position
+            else None
+        )
+        org = principal.org
+        with self._store.unit(write=False) as session:
+            total = store.count_jobs(session, org, status=status, project=project)
+            rows = store.jobs_page(
+                session, org, status=status, project=project, after=after, limit=limit + 1
+            )
+            jobs = [view.job_proto(session, row) for row in rows[:limit]]
+            next_token = ""
+            if len(rows) > limit:
+                last = rows[limit - 1]
+                next_token = self._tokens.encode(
+                    {"t": last.create_time.isoformat(), "id": last.id}, scope
+                )
+            return jobs, next_token, total
+
+    def events(
+        self, principal: Principal, job_id: str, *, after: int, size: int
+    ) -> tuple[list[event_pb2.JobEvent], str]:
+        """The job's events after seq `after`, in order, and the job's status."""
+        if after < 0:
+            raise errors.ValidationError("after", "must not be negative")
+        limit = page_size(size, default=100, maximum=MAX_EVENTS_PAGE)
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            found = store.events_after(session, row.id, after, limit)
+            return [view.event_proto(e) for e in found], row.status
+
+    def job_version(self, principal: Principal, job_id: str) -> tuple[int, str]:
+        """A cheap read of a job's version and status, for watchers."""
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            return row.version, row.status
+
+    def metrics(
+        self, principal: Principal, job_id: str, *, names: list[str], after_step: int
+    ) -> list[event_pb2.MetricSeries]:
+        """One series per metric name, its points after `after_step`."""
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            series: dict[str, event_pb2.MetricSeries] = {}
+            for point in store.metric_points(session, row.id, names=names, after_step=after_step):
+                out = series.setdefault(point.name, event_pb2.MetricSeries(name=point.name))
+                out.points.add(
+                    step=point.step, value=point.value, create_time=view.ts(point.create_time)
+                )
+            return list(series.values())
+
+    def attempts(self, principal: Principal, job_id: str) -> list[attempt_pb2.Attempt]:
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            return [view.attempt_proto(a) for a in store.attempts(session, row.id)]
+
+    def dataset_items(
+        self, principal: Principal, job_id: str, *, offset: int, limit: int, search: str, split: str
+    ) -> job_service_pb2.ListJobDatasetItemsResponse:
+        """A page of the job's snapshot, by position; a search matches names and contents."""
+        if offset < 0:
+            raise errors.ValidationError("offset", "must not be negative")
+        limit = page_size(limit, default=25, maximum=MAX_DATASET_PAGE)
+        split = split or "all"
+        if split not in SPLITS:
+            raise errors.ValidationError("split", "must be all, train or eval")
+        if len(search) > MAX_SEARCH:
+            raise errors.ValidationError("search", "must be at most 200 characters")
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            org, sha256 = row.org, row.dataset_sha256
+            items = store.snapshot_items(
+                session, org, sha256, split=split, search=search, offset=offset, limit=limit + 1
+            )
+            answer = job_service_pb2.ListJobDatasetItemsResponse(
+                items=[view.item_proto(i, messages=False) for i in items[:limit]],
+                offset=offset,
+                limit=limit,
+                has_more=len(items) > limit,
+                search_applied=bool(search),
+                split=split,
+            )
+            if not search:  # a search is not counted (002: no second pass over the shards)
+                answer.total = store.count_snapshot_items(
+                    session, org, sha256, split=split, search=search
+                )
+            if answer.has_more:
+                answer.next_offset = offset + limit
+            return answer
+
+    def dataset_item(self, principal: Principal, job_id: str, item_id: str) -> job_pb2.DatasetItem:
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, job_id)
+            item = store.snapshot_item(session, row.org, row.dataset_sha256, item_id)
+            if item is None:
+                raise errors.NotFound()
+            return view.item_proto(item, messages=True)
