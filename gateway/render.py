@@ -7,9 +7,14 @@ import string
 from collections.abc import Mapping
 from pathlib import Path
 
+from gateway import rules
+from trainyard import rest
+
 HERE = Path(__file__).parent
 DESCRIPTOR = HERE / "trainyard.binpb"
 TEMPLATE = HERE / "envoy.yaml.tmpl"
+LUA = HERE / "rest.lua"
+OPENAPI = HERE / "openapi.json"
 
 # The executors' stream: open for as long as an executor runs, silent while it is idle.
 CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
@@ -26,10 +31,10 @@ SERVES: dict[str, tuple[str, ...]] = {
 # Upstream name → the gRPC service whose health stands for the upstream's.
 SERVICES = {name: served[0] for name, served in SERVES.items()}
 
-# Envoy's own answers, in order of precedence: (HTTP status, condition, gRPC code, reason,
-# message). A body that fails to transcode has already been rewritten to the gRPC method
-# (the transcoder sets `x-envoy-original-path`); a query parameter or route that fails
-# has not, and neither has any request of a native gRPC client, whose errors travel in
+# Envoy's own answers, in order of precedence: (HTTP status, condition, reason, message).
+# A body that fails to transcode has already been rewritten to the gRPC method (the
+# transcoder sets `x-envoy-original-path`); a query parameter or route that fails has
+# not, and neither has any request of a native gRPC client, whose errors travel in
 # trailers and are never rewritten.
 _TRANSCODED = "{header: {name: x-envoy-original-path, present_match: true}}"
 _NOT_GRPC = (
@@ -39,53 +44,65 @@ _NOT_GRPC = (
 _REST = (
     f"or_filter: {{filters: [{{header_filter: {_TRANSCODED}}}, {{header_filter: {_NOT_GRPC}}}]}}"
 )
+_READ = "{header: {name: x-envoy-original-method, string_match: {safe_regex: {regex: '^(GET|DELETE)$'}}}}"
+# An answer the REST face (gateway/rest.lua) made itself is already in its final shape.
+_NOT_ANSWERED = (
+    "metadata_filter: {matcher: {filter: envoy.filters.http.lua, path: [{key: answered}], "
+    "value: {bool_match: false}}, match_if_key_not_found: true}"
+)
 _LOCAL_REPLIES = [
-    (400, f"header_filter: {_TRANSCODED}", 3, "MALFORMED_JSON",
+    # A read carries no body: what failed to transcode is a query value.
+    (400, f"and_filter: {{filters: [{{header_filter: {_TRANSCODED}}}, {{header_filter: {_READ}}}]}}",
+     "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
+    (400, f"header_filter: {_TRANSCODED}", "MALFORMED_JSON",
      "The request body is not a JSON object of the method's shape."),
-    (400, _REST, 3, "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
-    (404, _REST, 5, "NOT_FOUND", "No such route."),
-    (413, _REST, 3, "VALIDATION_ERROR", "The request body is too large."),
-    (503, _REST, 14, "UNAVAILABLE", "The service is unavailable; retry later."),
-    (504, _REST, 4, "UNAVAILABLE", "The service did not answer in time; retry later."),
+    (400, _REST, "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
+    (404, _REST, "NOT_FOUND", "No such route."),
+    (413, _REST, "VALIDATION_ERROR", "The request body is too large."),
+    (503, _REST, "UNAVAILABLE", "The service is unavailable; retry later."),
+    (504, _REST, "UNAVAILABLE", "The service did not answer in time; retry later."),
 ]  # fmt: skip
-
-
-def _error_body(code: int, reason: str, message: str) -> str:
-    return json.dumps(
-        {
-            "code": code,
-            "message": message,
-            "details": [
-                {
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": reason,
-                    "domain": "trainyard.dev",
-                    "metadata": {},
-                }
-            ],
-        },
-        separators=(",", ":"),
-    )
 
 
 def _mappers() -> str:
     out = []
-    for status, condition, code, reason, message in _LOCAL_REPLIES:
+    for status, condition, reason, message in _LOCAL_REPLIES:
         status_filter = (
             f"status_code_filter: {{comparison: {{op: EQ, value: "
             f"{{default_value: {status}, runtime_key: gateway.local_reply_{status}}}}}}}"
         )
+        body = json.dumps(rest.refusal(reason, message, status=status), sort_keys=True)
         out.append(
             f"""            - filter:
                 and_filter:
                   filters:
                   - {{{status_filter}}}
                   - {{{condition}}}
+                  - {{{_NOT_ANSWERED}}}
               body_format_override:
-                text_format_source: {{inline_string: {json.dumps(_error_body(code, reason, message))}}}
-                content_type: application/json"""
+                text_format_source: {{inline_string: {json.dumps(body)}}}
+                content_type: {rest.PROBLEM_CONTENT_TYPE}"""
         )
     return "\n".join(out)
+
+
+def _lua() -> str:
+    """The REST face's script (gateway/rest.lua) with the routes it knows, generated."""
+    routes: dict[str, dict[str, dict[str, str]]] = {}
+    for rule in rules.rules():
+        routes.setdefault(rule.pattern, {})[rule.verb] = rule.query_params()
+    lines = ["ROUTES = {"]
+    for pattern, methods in routes.items():
+        allow = ", ".join(sorted(methods))
+        verbs = ", ".join(
+            f"{verb} = {{{', '.join(f'{k} = {json.dumps(v)}' for k, v in sorted(params.items()))}}}"
+            for verb, params in sorted(methods.items())
+        )
+        lines.append(
+            f"  {{pattern = {json.dumps(pattern)}, allow = {json.dumps(allow)}, methods = {{{verbs}}}}},"
+        )
+    lines.append("}")
+    return "\n".join(lines) + "\n\n" + LUA.read_text()
 
 
 def _routes() -> str:
@@ -93,7 +110,13 @@ def _routes() -> str:
     # hours, and the HTTP/2 pings on both sides find a peer that is gone.
     out = [
         f"""              - match: {{path: {CONNECT}}}
-                route: {{cluster: claims, timeout: 0s, idle_timeout: 0s}}"""
+                route: {{cluster: claims, timeout: 0s, idle_timeout: 0s}}""",
+        # The contract's own description, read once from the file at config load.
+        f"""              - match:
+                  path: /v1/train/openapi.json
+                  headers: [{{name: ":method", string_match: {{exact: GET}}}}]
+                direct_response: {{status: 200, body: {{filename: {OPENAPI}}}}}
+                response_headers_to_add: [{{header: {{key: content-type, value: application/json}}}}]""",
     ]
     for name, served in SERVES.items():
         # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
@@ -103,8 +126,11 @@ def _routes() -> str:
                   headers: [{{name: x-trainyard-service, string_match: {{exact: {name}}}}}]
                 route: {{cluster: {name}, timeout: 5s}}"""
         )
+        # gRPC only: a REST request reaches a service once the transcoder made it one.
         out.extend(
-            f"""              - match: {{prefix: /{full}/}}
+            f"""              - match:
+                  prefix: /{full}/
+                  headers: [{{name: content-type, string_match: {{prefix: application/grpc}}}}]
                 route: {{cluster: {name}, timeout: 0s}}"""
             for full in served
         )
@@ -161,6 +187,7 @@ def render(
         services=", ".join(full for served in SERVES.values() for full in served),
         routes=_routes(),
         mappers=_mappers(),
+        lua=json.dumps(_lua()),
         healthy=healthy,
         clusters=_clusters(ports, upstream_host),
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the Python stubs under trainyard/ and Envoy's descriptor set from proto/.
+# Regenerates the Python stubs under trainyard/, Envoy's descriptor set and the REST
+# surface's OpenAPI document (gateway/openapi.json) from proto/.
 # With --check, fails when the committed files differ from a fresh generation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +17,10 @@ mkdir -p "$out/gateway"
 "$PY" -m grpc_tools.protoc -I proto -I third_party/googleapis -I "$WKT" \
   --include_imports --include_source_info -o "$out/gateway/trainyard.binpb" \
   "${PROTOS[@]}" google/rpc/status.proto google/rpc/error_details.proto
+# The REST surface as OpenAPI 3.1, from that descriptor set and the status table.
+"$PY" -m gateway.openapi --descriptor "$out/gateway/trainyard.binpb" --output "$out/gateway/openapi.json"
 
-generated() { (cd "$1" && find trainyard gateway -type f \( -name '*_pb2*.py' -o -name '*_pb2.pyi' -o -name '*.binpb' \) | LC_ALL=C sort); }
+generated() { (cd "$1" && find trainyard gateway -type f \( -name '*_pb2*.py' -o -name '*_pb2.pyi' -o -name '*.binpb' -o -name openapi.json \) | LC_ALL=C sort); }
 
 if [[ "${1:-}" == "--check" ]]; then
   fresh=$(generated "$out"); committed=$(generated .)

@@ -206,10 +206,14 @@ class ServiceThread:
 
 
 def reason(response: Any) -> str:
-    """The ErrorInfo reason of a REST error answer."""
-    (info,) = [d for d in response.json()["details"] if d["@type"].endswith("ErrorInfo")]
-    assert info["domain"] == "trainyard.dev"
-    return str(info["reason"])
+    """The reason of a REST refusal: an RFC 9457 problem document's `code`, checked for its
+    shape and its status."""
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["status"] == response.status_code
+    assert problem["type"].startswith("https://trainyard.dev/problems/")
+    assert problem["title"] and problem["detail"]
+    return str(problem["code"])
 
 
 def make_local_model(directory: Path) -> Path:

@@ -27,8 +27,7 @@ from trainyard.artifact.v1 import artifact_pb2
 
 MAX_SIZE = 64 * 1024**3
 PENDING_LIMIT_BYTES = 128 * 1024**3
-USER_KINDS = ("dataset",)
-JOB_KINDS = ("snapshot", "checkpoint", "lora", "capability", "basis", "merged")
+USER_KINDS, JOB_KINDS = store.USER_KINDS, store.JOB_KINDS
 CONTENT_TYPES = {"dataset": "application/jsonl", "snapshot": "application/jsonl"}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 META_VALUE = re.compile(r"^[A-Za-z0-9._:-]{0,64}$")

@@ -73,6 +73,11 @@ class ArtifactReads:
     ) -> tuple[list[artifact_pb2.Artifact], str, int]:
         """A page of the org's stored objects, newest first; the next page's token and the
         total."""
+        kinds = (*store.USER_KINDS, *store.JOB_KINDS)
+        if kind and kind not in kinds:
+            raise errors.ValidationError(
+                "kind", "is not one of the accepted values", metadata={"supported": ",".join(kinds)}
+            )
         limit = page_size(size)
         scope = {"org": principal.org, "method": "ListArtifacts", "kind": kind}
         position = self._tokens.decode(token, scope)

@@ -1,7 +1,8 @@
-"""ArtifactService's tables beside the objects (`services.core.tables`): org keys, job
-artifacts, provenance records, deletions; and every query it runs, on them and on the
-shared objects and jobs. Each function runs in its caller's unit of work: the use cases
-decide, these read and write rows. An object is always looked up within an org."""
+"""ArtifactService's tables beside the shared ones (`services.core.tables`: objects and the
+objects jobs hold): org keys, provenance records, deletions; and every query it runs, on
+them and on the shared objects, job artifacts and jobs. Each function runs in its caller's
+unit of work: the use cases decide, these read and write rows. An object is always looked
+up within an org."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, ids
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import JobRow, ObjectRow, readable
+from services.core.tables import JobArtifactRow, JobRow, ObjectRow, readable
 
 T = TypeVar("T")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# The kinds of object: what an org uploads itself, and what a job holds.
+USER_KINDS = ("dataset",)
+JOB_KINDS = ("snapshot", "checkpoint", "lora", "capability", "basis", "merged")
 
 
 class OrgKeyRow(Base):
@@ -30,20 +34,6 @@ class OrgKeyRow(Base):
 
     org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
     wrapped: Mapped[bytes] = mapped_column(sa.LargeBinary())
-    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
-
-
-class JobArtifactRow(Base):
-    """An object a job produced."""
-
-    __tablename__ = "job_artifacts"
-
-    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
-    job_id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
-    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    kind: Mapped[str] = mapped_column(sa.String(16))
-    name: Mapped[str] = mapped_column(sa.String(128))
-    provenance_record_id: Mapped[str] = mapped_column(sa.String(32), default="")
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 
 

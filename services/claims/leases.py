@@ -31,6 +31,9 @@ from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
 from trainyard.training.catalog import Catalog
 
+# The most device-seconds a task's `held` says: the wire's int32, 68 device-years.
+MAX_HELD = 2**31 - 1
+
 log = logging.getLogger(__name__)
 
 
@@ -175,7 +178,7 @@ class Leases:
                 task.lease_expires, task.claim_time, task.report_time = now + self.ttl, now, now
                 task.executor_id, task.device, task.cancel_sent = executor_id, device, False
                 task.devices = offer.devices.count(device) if task.world_size == 1 else 1
-                task.held = spec.resources.max_seconds
+                task.held = min(spec.resources.max_seconds, MAX_HELD)
                 if task.role == "join":
                     lead = store.lead_of(session, task)
                     task.coordinator = lead.coordinator if lead else ""

@@ -44,7 +44,9 @@ class Offer:
         devices = tuple(devices)
         if not 1 <= len(devices) <= 64 or any(d not in DEVICE_KINDS for d in devices):
             raise errors.ValidationError(
-                "devices", "must list 1 to 64 of cuda, rocm, metal, vulkan, cpu"
+                "devices",
+                "must list 1 to 64 of cuda, rocm, metal, vulkan, cpu",
+                metadata={"supported": ",".join(DEVICE_KINDS)},
             )
         words = [
             *bases,

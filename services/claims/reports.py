@@ -36,7 +36,7 @@ from trainyard.training.events import (
     Metric,
     Result,
     Status,
-    parse,
+    parse_report,
 )
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,24 @@ TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})
 
 
 def parse_events(events: Sequence[task_pb2.TaskEvent]) -> list[Event]:
-    """A report's events, typed; a field violation for the first that is not valid."""
+    """A report's events, typed; a field violation for the first that is not valid. Either
+    every event is numbered or none is (`parse_report`)."""
     if len(events) > MAX_EVENTS:
         raise errors.ValidationError("events", f"must hold at most {MAX_EVENTS} events")
     try:
-        return [parse(event) for event in events]
+        return parse_report(events)
     except InvalidEvent as exc:
-        raise errors.ValidationError(exc.field, exc.message) from None
+        supported = {"supported": ",".join(exc.supported)} if exc.supported else None
+        raise errors.ValidationError(exc.field, exc.message, metadata=supported) from None
+
+
+def numbered(events: list[Event], last_seq: int) -> list[Event]:
+    """The events in the order they apply, each with its number: a report that numbers
+    none of its events (HIP-1333 §5) is numbered in arrival order after the task's highest
+    applied number — under the task's lock, so two such reports never share a number."""
+    if events and events[0].seq == 0:
+        return [dataclasses.replace(e, seq=last_seq + n) for n, e in enumerate(events, 1)]
+    return sorted(events, key=lambda e: e.seq)
 
 
 @dataclasses.dataclass
@@ -72,6 +83,8 @@ class Effects:
     provenance: dict[str, str] = dataclasses.field(default_factory=dict)
     # Outputs that did not read back as uploaded (deleted by ArtifactService).
     refused: set[str] = dataclasses.field(default_factory=set)
+    # The size each output read back at, by its sha256.
+    sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def refuses(self, event: Event) -> bool:
         match event:
@@ -133,7 +146,7 @@ class Reports:
             task = acting_on(session, principal, job_id, task_id)
             if not holds(task, token, self._now()):
                 return Effects()
-            fresh = [e for e in events if e.seq > task.last_seq]
+            fresh = [e for e in events if e.seq == 0 or e.seq > task.last_seq]
             job = store.job(session, job_id)
             assert job is not None
             org, dataset, config_sha = task.org, job.dataset_sha256, job.spec_sha256
@@ -145,7 +158,7 @@ class Reports:
             if self._artifacts is None:
                 raise errors.Unavailable()
             try:
-                self._artifacts.confirm(org, job_id, sha)
+                effects.sizes[sha] = self._artifacts.confirm(org, job_id, sha).size
             except errors.DomainError as exc:
                 if exc.reason in TRANSIENT:
                     raise
@@ -198,7 +211,7 @@ class Reports:
             task.lease_expires, task.report_time = now + self._leases.ttl, now
             attempt = lifecycle.current_attempt(session, job)
             metrics: list[Metric] = []
-            for event in sorted(events, key=lambda e: e.seq):
+            for event in numbered(events, task.last_seq):
                 if event.seq <= task.last_seq:
                     continue  # a replay: applied once already
                 if isinstance(event, Metric):
@@ -210,7 +223,7 @@ class Reports:
                     if effects.refuses(event):
                         lifecycle.fail(session, job, attempt, "artifact_rejected")
                     else:
-                        _event(session, task, job, attempt, event, effects.provenance)
+                        _event(session, task, job, attempt, event, effects)
                 task.last_seq = event.seq
                 if job.status in TERMINAL:
                     break
@@ -280,7 +293,7 @@ def _event(
     job: JobRow,
     attempt: AttemptRow,
     event: Event,
-    provenance_ids: dict[str, str],
+    effects: Effects,
 ) -> None:
     """Apply one event (a metric is applied with its run, in `_metrics`)."""
     match event:
@@ -298,7 +311,7 @@ def _event(
                 session, job, "artifact", attempt=attempt.attempt_number, sha256=sha256
             )
         case Result():
-            _result(session, job, attempt, event, provenance_ids)
+            _result(session, job, attempt, event, effects)
 
 
 def _result(
@@ -306,7 +319,7 @@ def _result(
     job: JobRow,
     attempt: AttemptRow,
     result: Result,
-    provenance_ids: dict[str, str],
+    effects: Effects,
 ) -> None:
     """The run's result on the job, and the job's end: cancelled when a cancel was asked,
     rejected past its regression budget, else succeeded."""
@@ -316,8 +329,10 @@ def _result(
             "sha256": result.sha256,
             "kind": output.kind,
             "name": output.name,
+            # As the output read back, confirmed before the report was applied.
+            "size": effects.sizes.get(result.sha256, 0),
             "base_sha256": result.base_sha256,
-            "provenance_record_id": provenance_ids.get(result.sha256, ""),
+            "provenance_record_id": effects.provenance.get(result.sha256, ""),
             "step": result.served_step or result.step,
             "checkpoint_sha256": result.checkpoint_sha256,
             "checkpoint_step": result.checkpoint_step or result.step,

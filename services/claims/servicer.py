@@ -13,6 +13,7 @@ from services.claims.offers import Offer
 from services.claims.service import ClaimService
 from services.claims.stream import ExecutorStream, poll_claim
 from services.core import context, errors
+from services.core.rpc import REST_STATUS
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
 
@@ -37,7 +38,11 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
             request.machine, request.platform, request.bases, request.devices, request.supports
         )
         wait = request.wait or MAX_WAIT_SECONDS
-        return await poll_claim(self._service, principal, offer, wait, self._poll)
+        found = await poll_claim(self._service, principal, offer, wait, self._poll)
+        if not found.HasField("task"):
+            # Nothing came in time: REST answers HIP-1333 §5's `204` with no body.
+            await ctx.send_initial_metadata(((REST_STATUS, "204"),))
+        return found
 
     async def ReportTask(
         self, request: claim_service_pb2.ReportTaskRequest, ctx: Ctx

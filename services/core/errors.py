@@ -8,12 +8,14 @@ address or stack trace ever goes into one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 import grpc
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
+from trainyard import rest
 from trainyard.common.v1 import error_reason_pb2
 
 DOMAIN = "trainyard.dev"
@@ -171,3 +173,21 @@ def reason_of(status: status_pb2.Status) -> str | None:
             detail.Unpack(info)
             return info.reason
     return None
+
+
+def rest_refusal(status: status_pb2.Status, *, retry: bool = False) -> tuple[int, str]:
+    """The REST face of a refusal: its HTTP status and its body (a problem document, or the
+    money wire's error), rendered once here from the same status a gRPC client reads."""
+    reason, metadata, fields = "INTERNAL_ERROR", {}, []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, metadata = info.reason, dict(info.metadata)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields = [v.field for v in bad.field_violations]
+    http = rest.status_of(reason, retry=retry)
+    body = rest.refusal(reason, status.message, status=http, fields=fields, metadata=metadata)
+    return http, json.dumps(body, separators=(",", ":"), sort_keys=True)

@@ -5,6 +5,7 @@ log line per call."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 import time
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
 
 from services.core import audit, auth, context, errors
@@ -23,6 +25,17 @@ log = logging.getLogger(__name__)
 # Methods anyone may call: health and reflection answer before any key exists.
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 _CACHE_SECONDS = 10.0
+
+
+# The HTTP status and body the gateway answers a REST client with (gateway/render.py).
+REST_STATUS = "x-trainyard-http-status"
+REST_BODY = "x-trainyard-http-body"
+
+
+class _Status(
+    collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status
+):
+    """A status to abort with (grpc.Status is an interface without a constructor)."""
 
 
 class Authenticator:
@@ -98,6 +111,32 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
         return _wrap(handler, method, self._auth, allowed)
 
 
+# A request whose bytes do not parse as its message (the gateway transcoded JSON it could
+# not map faithfully): refused as the caller's fault, after the caller's key is checked.
+_UNREADABLE = object()
+
+
+def _lenient(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def read(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError:
+            return _UNREADABLE
+
+    return read
+
+
+def _check_readable(request: Any) -> None:
+    if request is _UNREADABLE:
+        raise errors.DomainError(
+            "The request body is not a JSON object of the method's shape.",
+            reason="MALFORMED_JSON",
+        )
+
+
 def _wrap(
     handler: grpc.RpcMethodHandler,
     method: str,
@@ -122,7 +161,16 @@ def _wrap(
         else:
             log.exception("unexpected failure in %s", method)
             status = errors.internal_status(context.request_id.get())
-        await ctx.abort_with_status(rpc_status.to_status(status))
+        grpc_status = rpc_status.to_status(status)
+        # The REST face rides along for the gateway, which answers it to REST clients
+        # and drops it for gRPC ones.
+        http, body = errors.rest_refusal(status, retry=method.endswith("/RetryJob"))
+        rest_face = ((REST_STATUS, str(http)), (REST_BODY, body))
+        await ctx.abort_with_status(
+            _Status(
+                grpc_status.code, grpc_status.details, (*grpc_status.trailing_metadata, *rest_face)
+            )
+        )
 
     def done(started: float, code: str) -> None:
         who = context.principal_var.get()
@@ -146,6 +194,7 @@ def _wrap(
             started = time.perf_counter()
             try:
                 await enter(ctx)
+                _check_readable(request)
                 result = inner(request, ctx)
                 if inspect.isawaitable(result):
                     result = await result
@@ -165,7 +214,7 @@ def _wrap(
         )
         return factory(
             unary,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_lenient(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -175,6 +224,7 @@ def _wrap(
         started = time.perf_counter()
         try:
             await enter(ctx)
+            _check_readable(request)
             produced = inner_stream(request, ctx)
             if inspect.isawaitable(produced):
                 produced = await produced
@@ -195,6 +245,6 @@ def _wrap(
     )
     return factory(
         streaming,
-        request_deserializer=handler.request_deserializer,
+        request_deserializer=_lenient(handler.request_deserializer),
         response_serializer=handler.response_serializer,
     )

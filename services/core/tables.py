@@ -1,8 +1,9 @@
 """The tables several services read: jobs and what hangs off them (attempts, tasks,
-events, metrics), dataset snapshots, and stored objects; and the reads more than one
-service makes of them. Each is written by its owner only — the lifecycle module for a
-job's state, JobService for snapshots, ArtifactService for objects — as ARCHITECTURE.md
-§1 says; a service's own tables live in its `store.py`."""
+events, metrics), dataset snapshots, stored objects and the objects jobs hold; and the
+reads more than one service makes of them. Each is written by its owner only — the
+lifecycle module for a job's state, JobService for snapshots, ArtifactService for objects
+and what jobs hold — as ARCHITECTURE.md §1 says; a service's own tables live in its
+`store.py`."""
 
 from __future__ import annotations
 
@@ -249,6 +250,22 @@ class ObjectRow(Base):
     grant_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     stored_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+
+
+class JobArtifactRow(Base):
+    """An object a job holds: an output it produced, or the snapshot it trained on. Written
+    by ArtifactService, which grants and confirms the objects; read by JobService too, as
+    a job's read lists what it holds."""
+
+    __tablename__ = "job_artifacts"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    name: Mapped[str] = mapped_column(sa.String(128))
+    provenance_record_id: Mapped[str] = mapped_column(sa.String(32), default="")
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 
 
 def in_use(session: Session, org: str, sha256: str) -> bool:

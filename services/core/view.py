@@ -52,6 +52,10 @@ def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
         json_format.ParseDict(row.evaluation, job.evaluation, ignore_unknown_fields=True)
     if row.result is not None and _result_readable(session, row):
         json_format.ParseDict(row.result, job.result, ignore_unknown_fields=True)
+        if job.result.sha256 and not job.result.size:
+            # A result recorded before reports carried the output's size: its object's.
+            output = session.get(ObjectRow, (row.org, job.result.sha256))
+            job.result.size = output.size if output is not None else 0
         job.model_available = row.model_available
     job.failure_code, job.failure_category = row.failure_code, row.failure_category
     job.failure_message = row.failure_message

@@ -9,7 +9,7 @@ import datetime as dt
 from services.core import errors
 from services.core.auth import Principal
 from services.core.pagetoken import PageTokens, page_size
-from services.core.states import JOB_MOVES
+from services.core.states import JobStatus
 from services.core.store import Store
 from services.jobs import spec, store, view
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
@@ -18,6 +18,16 @@ MAX_DATASET_PAGE = 200
 MAX_EVENTS_PAGE = 500
 MAX_SEARCH = 200
 SPLITS = ("all", "train", "eval")
+IDENTIFIERS = ("id", "number")
+STATUSES = tuple(str(s) for s in JobStatus)
+
+
+def _one_of(field: str, value: str, supported: tuple[str, ...]) -> None:
+    """A closed-set value, refused with the set it must be one of."""
+    if value not in supported:
+        raise errors.ValidationError(
+            field, "is not one of the accepted values", metadata={"supported": ",".join(supported)}
+        )
 
 
 class JobReads:
@@ -29,10 +39,9 @@ class JobReads:
         self, principal: Principal, job_id: str, identifier: str = "", project: str = ""
     ) -> job_pb2.Job:
         """`job_id` is the job's id, or with `identifier: number` its number in `project`."""
+        _one_of("identifier", identifier or "id", IDENTIFIERS)
         with self._store.unit(write=False) as session:
-            if identifier in ("", "id"):
-                row = store.owned_job(session, principal.org, job_id)
-            elif identifier == "number":
+            if identifier == "number":
                 found = None
                 if job_id.isdigit() and len(job_id) <= 18:
                     found = store.job_by_number(
@@ -42,15 +51,15 @@ class JobReads:
                     raise errors.NotFound()
                 row = found
             else:
-                raise errors.ValidationError("identifier", "must be id or number")
+                row = store.owned_job(session, principal.org, job_id)
             return view.job_proto(session, row, preview=True)
 
     def list_jobs(
         self, principal: Principal, *, status: str, project: str, size: int, token: str
     ) -> tuple[list[job_pb2.Job], str, int]:
         """A page of the org's jobs, newest first; the next page's token and the total."""
-        if status and status not in JOB_MOVES:
-            raise errors.ValidationError("status", "is not a job status")
+        if status:
+            _one_of("status", status, STATUSES)
         limit = page_size(size)
         scope = {"org": principal.org, "method": "ListJobs", "status": status, "project": project}
         position = self._tokens.decode(token, scope)
@@ -119,8 +128,7 @@ class JobReads:
             raise errors.ValidationError("offset", "must not be negative")
         limit = page_size(limit, default=25, maximum=MAX_DATASET_PAGE)
         split = split or "all"
-        if split not in SPLITS:
-            raise errors.ValidationError("split", "must be all, train or eval")
+        _one_of("split", split, SPLITS)
         if len(search) > MAX_SEARCH:
             raise errors.ValidationError("search", "must be at most 200 characters")
         with self._store.unit(write=False) as session:

@@ -139,7 +139,9 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                     principal, request.id, after=request.after, size=request.page_size
                 )
             )
-            if events or time.monotonic() >= deadline:
+            # An ended job has nothing more to say (a retry moves it out of its end first):
+            # answer at once rather than hold the wait.
+            if events or status in TERMINAL or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(POLL_SECONDS)
         return job_service_pb2.ListJobEventsResponse(

@@ -243,7 +243,11 @@ def check_support(job: job_pb2.Job, base: Base) -> None:
     if job.evaluation.suites and any(s not in base.suites for s in job.evaluation.suites):
         raise _unsupported("UNSUPPORTED_EVALUATION", "evaluation.suites", base.suites)
     if dataset_scheme(job.dataset.uri) not in base.datasets:
-        raise errors.ValidationError("dataset.uri", "names a source the base model cannot read")
+        raise errors.ValidationError(
+            "dataset.uri",
+            "names a source the base model cannot read",
+            metadata={"supported": ",".join(base.datasets)},
+        )
     if job.objective.loss_mask and job.objective.loss_mask not in base.loss_masks:
         raise errors.ValidationError(
             "objective.loss_mask",

@@ -19,10 +19,13 @@ from services.core.store import Base, UtcDateTime, utcnow
 from services.core.tables import (
     AttemptRow,
     EventRow,
+    JobArtifactRow,
     JobRow,
     MetricRow,
+    ObjectRow,
     SnapshotItemRow,
     SnapshotRow,
+    readable,
 )
 from trainyard.training import datasets
 
@@ -195,6 +198,23 @@ def events_after(session: Session, job_id: str, after: int, limit: int) -> Seque
         .order_by(EventRow.seq)
         .limit(limit)
     ).all()
+
+
+def job_artifacts(
+    session: Session, org: str, job_id: str, now: dt.datetime
+) -> list[tuple[JobArtifactRow, ObjectRow]]:
+    """The objects the job holds that a read may see (stored, within their retention),
+    oldest first, each with the name the job gave it."""
+    rows = session.execute(
+        sa.select(JobArtifactRow, ObjectRow)
+        .join(
+            ObjectRow,
+            sa.and_(ObjectRow.org == JobArtifactRow.org, ObjectRow.sha256 == JobArtifactRow.sha256),
+        )
+        .where(JobArtifactRow.org == org, JobArtifactRow.job_id == job_id)
+        .order_by(JobArtifactRow.create_time, JobArtifactRow.sha256)
+    ).all()
+    return [(link, obj) for link, obj in rows if readable(session, obj, now)]
 
 
 def metric_points(

@@ -1,8 +1,10 @@
 """Strict input for job specs: the REST body's JSON walked against the `Job` descriptor
 before anything parses it, then each value checked in the order HIP-1333 §3 gives.
 
-No error names a value: unknown keys are reported against their parent object, and
-every message is a fixed phrase about a known field.
+No error names a value: an unknown key is named by its path when it is shaped like a
+field name (`hyperparameters.colour`: a name, never a value, and never token-shaped),
+else reported against its parent object, with the fields the object takes; every message
+is a fixed phrase.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MACHINE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 SUITE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# A key shaped like a field name (proto's `snake_case` or JSON's `lowerCamel`), which a
+# refusal may name.
+FIELD_NAME = re.compile(r"^[a-z][A-Za-z0-9_]{0,63}$")
 
 # Secrets that must never be stored in a spec: known key prefixes, and long unbroken
 # high-entropy runs (a dashed UUID is fine: its runs are short).
@@ -89,7 +94,7 @@ def _walk(value: Any, message: descriptor.Descriptor, path: str) -> None:
     for key, item in value.items():
         field = fields.get(key) if isinstance(key, str) else None
         if field is None:
-            raise errors.ValidationError(where, "has an unknown field")
+            raise _unknown(key, path, message)
         name = f"{path}.{key}" if path else key
         if item is None:
             continue
@@ -106,6 +111,16 @@ def _walk(value: Any, message: descriptor.Descriptor, path: str) -> None:
                 _walk_scalar_or_message(element, field, name)
         else:
             _walk_scalar_or_message(item, field, name)
+
+
+def _unknown(key: object, path: str, message: descriptor.Descriptor) -> errors.ValidationError:
+    """An unknown key, named by its path when it is a name, with the fields its object
+    takes."""
+    supported = {"supported": ",".join(f.name for f in message.fields if not _output_only(f))}
+    if isinstance(key, str) and FIELD_NAME.match(key) and not token_shaped(key):
+        name = f"{path}.{key}" if path else key
+        return errors.ValidationError(name, "is not a known field", metadata=supported)
+    return errors.ValidationError(path or "body", "has an unknown field", metadata=supported)
 
 
 def _walk_scalar_or_message(value: Any, field: FD, name: str) -> None:

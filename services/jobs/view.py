@@ -7,6 +7,7 @@ from google.protobuf import json_format
 from sqlalchemy.orm import Session
 
 from services.core import view
+from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotItemRow
 from services.jobs import store
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
@@ -16,9 +17,14 @@ ts = view.ts
 
 
 def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb2.Job:
+    """The job as read; a single job's read (`preview`) adds the first rows it trained on
+    and the objects it holds (HIP-1333 §2: "its spec, status, result, artifacts")."""
     job = view.job_proto(session, row)
-    if preview and row.dataset_sha256:
-        _preview(session, row, job)
+    if preview:
+        if row.dataset_sha256:
+            _preview(session, row, job)
+        for link, obj in store.job_artifacts(session, row.org, row.id, utcnow()):
+            job.artifacts.add(sha256=obj.sha256, kind=link.kind, name=link.name, size=obj.size)
     return job
 
 

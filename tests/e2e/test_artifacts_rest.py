@@ -50,7 +50,7 @@ def test_upload_list_download_and_delete_over_rest(api: httpx.Client) -> None:
     )
     assert again.json()["stored"] is True
     listed = api.get("/v1/train/artifacts").json()
-    assert [a["sha256"] for a in listed["artifacts"]] == [digest] and listed["total_size"] == "1"
+    assert [a["sha256"] for a in listed["artifacts"]] == [digest] and listed["total_size"] == 1
     assert listed["artifacts"][0]["expires_at"].endswith("Z")
     one = api.get(f"/v1/train/artifacts/{digest}").json()
     assert httpx.get(one["url"], headers=one["headers"]).content == ROWS
@@ -73,7 +73,7 @@ def test_a_job_on_an_uploaded_dataset_over_rest(api: httpx.Client) -> None:
     assert job.status_code == 200, job.text
     assert job.json()["train_examples"] == 30
     busy = api.delete(f"/v1/train/artifacts/{digest}")
-    assert busy.status_code == 400 and reason(busy) == "IN_USE"
+    assert busy.status_code == 409 and reason(busy) == "IN_USE"
     unknown = "0" * 64
     refused = api.post(
         "/v1/train/jobs",

@@ -55,6 +55,15 @@ def test_a_job_runs_on_the_local_executor_to_success(slow_stack: StackProcess) -
     artifacts = client.get(f"/v1/train/jobs/{job['id']}/artifacts").json()["artifacts"]
     (output,) = [a for a in artifacts if a["sha256"] == done["result"]["sha256"]]
     assert output["provenance_record_id"] == done["result"]["provenance_record_id"]
+    assert isinstance(output["expires"], int)  # Unix seconds, a JSON number
+    # The job's read carries its output's size and lists what it holds, without URLs.
+    assert done["result"]["size"] == output["size"] != "0"
+    held = {a["sha256"]: a for a in done["artifacts"]}
+    assert held[output["sha256"]] == {
+        "sha256": output["sha256"], "kind": output["kind"], "name": output["name"],
+        "size": output["size"],
+    }  # fmt: skip
+    assert {a["sha256"] for a in artifacts} == set(held)
     # The rows it trained on are an object it holds, so a retry reads them again.
     assert {a["kind"] for a in artifacts} >= {"snapshot"}
 

@@ -84,7 +84,6 @@ def test_no_valid_key_over_grpc_is_unauthenticated_with_error_info(stack: StackP
     [
         ("GET", "/v1/train/nope"),
         ("GET", "/v2/train/models"),
-        ("DELETE", "/v1/train/models"),
         ("GET", "/"),
     ],
 )

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from services.core.store import open_store
 from services.core.tables import ObjectRow
-from tests.support import StackProcess, wait_for_job
+from tests.support import StackProcess, reason, wait_for_job
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
@@ -176,7 +176,7 @@ def test_a_retry_runs_the_snapshot_after_its_upload_is_deleted(short_stack: Stac
     job = wait_for_job(client, client.post("/v1/train/jobs", json=body).json()["id"], ended)
     assert job["status"] == "succeeded"
     refused = client.post(f"/v1/train/jobs/{job['id']}/retry", headers={"Idempotency-Key": "again"})
-    assert refused.status_code == 400 and "INVALID_TRANSITION" in refused.text
+    assert refused.status_code == 409 and reason(refused) == "INVALID_TRANSITION"
 
     cancelled = client.post("/v1/train/jobs", json={**body, "hyperparameters": {"max_steps": 40}})
     cancelled_id = cancelled.json()["id"]

@@ -12,6 +12,7 @@ import random
 import secrets
 import subprocess
 import time
+from collections.abc import Iterator
 
 import grpc
 import httpx
@@ -21,12 +22,14 @@ from google.protobuf import json_format, struct_pb2
 
 from infra.objectstore import SeaweedFS
 from services.artifacts.server import build_server as build_artifacts
+from services.claims.server import build_server as build_claims
 from services.core import audit, auth, lifecycle, tables
 from services.core.config import Config
 from services.core.store import Store, utcnow
-from tests.integration.test_jobs import reason_of
+from tests.integration.test_jobs import info_of, reason_of
 from tests.support import ServiceThread
 from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc, provenance_pb2
+from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
 
 
@@ -164,6 +167,19 @@ def test_an_expired_grant_is_refused(s3_config: Config, store: Store, seaweed: S
         assert stored_keys(seaweed, org.name) == []
     finally:
         served.stop()
+
+
+def test_a_kind_filter_outside_the_kinds_is_refused_with_them(org: Org) -> None:
+    digest = org.upload(b"{}\n")
+    listed = org.call("ListArtifacts", artifact_service_pb2.ListArtifactsRequest(kind="dataset"))
+    assert [a.sha256 for a in listed.artifacts] == [digest] and listed.total_size == 1
+    with pytest.raises(grpc.RpcError) as caught:
+        org.call("ListArtifacts", artifact_service_pb2.ListArtifactsRequest(kind="model"))
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert info_of(caught.value) == {
+        "field": "kind",
+        "supported": "dataset,snapshot,checkpoint,lora,capability,basis,merged",
+    }
 
 
 def test_another_orgs_grant_and_object_answer_as_unknown(
@@ -517,6 +533,90 @@ def test_a_job_output_with_provenance_and_its_deletion_cascade(
     for value in hashes:
         assert value not in everything
     assert f"{reader_org.name}/{sha(output)}" not in stored_keys(seaweed, reader_org.name)
+
+
+@pytest.fixture
+def claims_reading(
+    s3_config: Config, store: Store, artifacts: ServiceThread, platform_key: str
+) -> Iterator[ServiceThread]:
+    """ClaimService confirming outputs through the ArtifactService above, as the platform."""
+    wired = dataclasses.replace(
+        s3_config, gateway_url=f"http://{artifacts.target}", service_key=platform_key
+    )
+    served = ServiceThread(lambda: build_claims(wired, store=store, port=0))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_a_reported_output_is_the_jobs_result_with_its_size_and_the_job_lists_what_it_holds(
+    reader_org: Org, store: Store, claims_reading: ServiceThread
+) -> None:
+    body = struct_pb2.Struct()
+    body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                 "hyperparameters": {"max_steps": 2}, "resources": {"machines": ["gpu-1"]},
+                 "output": {"kind": "checkpoint", "name": "model"}})  # fmt: skip
+    created = reader_org.call(
+        "CreateJob", job_service_pb2.CreateJobRequest(body=body), reader_org.jobs
+    )
+    job = wait_prepared(reader_org, created.id)
+    snapshot = reader_org.call(
+        "GetArtifact",
+        artifact_service_pb2.GetArtifactRequest(sha256=job.preparation.snapshot_sha256),
+    )
+    with store.unit() as session:
+        token = auth.create_key(session, org=reader_org.name, role="executor")[1]
+    executor = [("authorization", f"Bearer {token}")]
+    wire = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims_reading.target))
+    claimed = wire.ClaimTask(
+        claim_service_pb2.ClaimTaskRequest(
+            machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], wait=5,
+            supports=task_pb2.Supports(adaptations=["full", "lora"], outputs=["checkpoint", "lora"]),
+        ),
+        metadata=executor, timeout=60,
+    )  # fmt: skip
+    task, lease = claimed.task.id, claimed.task.lease
+    output = os.urandom(17_000)
+    grant = wire.RegisterTaskArtifact(
+        claim_service_pb2.RegisterTaskArtifactRequest(
+            id=job.id, task=task, lease=lease, kind="checkpoint", name="model",
+            sha256=sha(output), size=len(output),
+        ),
+        metadata=executor, timeout=60,
+    )  # fmt: skip
+    put = httpx.put(grant.upload.url, content=output, headers=dict(grant.upload.headers))
+    assert put.status_code == 200
+    # The events as HIP-1333 §5 writes them, with no seq.
+    report = json_format.Parse(
+        json.dumps({"task": task, "lease": lease, "events": [
+            {"type": "status", "status": "running"},
+            {"type": "artifact", "sha256": sha(output)},
+            {"type": "result", "result": {"sha256": sha(output), "base_sha256": "e" * 64, "step": 2}},
+        ]}),
+        claim_service_pb2.ReportTaskRequest(id=job.id),
+    )  # fmt: skip
+    ack = wire.ReportTask(report, metadata=executor, timeout=60)
+    assert (ack.status, ack.seq) == ("succeeded", 3)
+
+    read = reader_org.call("GetJob", job_service_pb2.GetJobRequest(id=job.id), reader_org.jobs)
+    # The result carries the output's size, as it read back.
+    assert (read.result.sha256, read.result.size) == (sha(output), 17_000)
+    # The job lists what it holds: its output and the snapshot it trained on, no URLs.
+    assert sorted((a.kind, a.sha256, a.name, a.size) for a in read.artifacts) == [
+        ("checkpoint", sha(output), "model", 17_000),
+        ("snapshot", snapshot.sha256, snapshot.name, snapshot.size),
+    ]
+    answered = json_format.MessageToDict(read, preserving_proto_field_name=True)
+    assert answered["number"] == 1 and answered["result"]["size"] == "17000"
+    assert all(set(a) == {"sha256", "kind", "name", "size"} for a in answered["artifacts"])
+    # A list answers jobs without what each holds.
+    listed = reader_org.call("ListJobs", job_service_pb2.ListJobsRequest(), reader_org.jobs)
+    assert [list(j.artifacts) for j in listed.jobs] == [[]] and listed.total_size == 1
+    # Only what can still be read is listed: an output past its retention is not.
+    expire(store, reader_org.name, sha(output))
+    read = reader_org.call("GetJob", job_service_pb2.GetJobRequest(id=job.id), reader_org.jobs)
+    assert [a.kind for a in read.artifacts] == ["snapshot"] and not read.HasField("result")
 
 
 def expire(store: Store, org: str, digest: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import sqlalchemy as sa
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 
 from infra.procs import free_port
 from services.claims.server import build_server as build_claims
@@ -18,7 +19,7 @@ from services.claims.service import ClaimService
 from services.core import audit, auth, tables
 from services.core.config import Config
 from services.core.store import Store
-from tests.integration.test_jobs import reason_of
+from tests.integration.test_jobs import info_of, reason_of
 from tests.support import ServiceThread
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
@@ -133,6 +134,71 @@ def test_an_executor_claims_its_orgs_job_on_its_machine_and_reports(
             sa.select(tables.MetricRow.value).order_by(tables.MetricRow.step)
         ).all()
     assert list(values) == [2.5, 2.0, 1.5]
+
+
+def test_a_report_as_hip_1333_writes_it_carries_no_seq_and_is_numbered_on_arrival(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    assert wire.report(claimed, status(1, "running")).seq == 1
+    # HIP-1333 §5's body, as the gateway hands it over (the path names the job).
+    body = json.dumps(
+        {"task": claimed.task.id, "lease": claimed.task.lease,
+         "events": [{"type": "metric", "name": "nll", "step": 100, "value": 0.66}]}
+    )  # fmt: skip
+    request = json_format.Parse(body, claim_service_pb2.ReportTaskRequest(id=job.id))
+    ack = wire.stub.ReportTask(request, metadata=wire.md, timeout=60)
+    # Numbered after the highest applied, and the answer says so.
+    assert (ack.cancel, ack.status, ack.seq) == (False, "running", 2)
+    # A report with numbers keeps exactly-once: replayed, it is applied once.
+    assert wire.report(claimed, metric(3, 101, 0.6), metric(4, 102, 0.5)).seq == 4
+    assert wire.report(claimed, metric(3, 101, 9.9), metric(4, 102, 9.9)).seq == 4
+    # A report without numbers again: numbered after those.
+    again = wire.stub.ReportTask(
+        json_format.Parse(body, claim_service_pb2.ReportTaskRequest(id=job.id)),
+        metadata=wire.md,
+        timeout=60,
+    )
+    assert again.seq == 5
+    # Numbered and unnumbered events in one report cannot be told apart: refused.
+    with pytest.raises(grpc.RpcError) as caught:
+        wire.report(claimed, metric(6, 103, 0.4), task_pb2.TaskEvent(type="log", line="x"))
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert info_of(caught.value)["field"] == "events.seq"
+    assert wire.report(claimed).seq == 5  # nothing of it was applied
+    with store.unit(write=False) as session:
+        points = session.execute(
+            sa.select(tables.MetricRow.name, tables.MetricRow.step, tables.MetricRow.value)
+            .where(tables.MetricRow.job_id == job.id)
+            .order_by(tables.MetricRow.step)
+        ).all()
+        metric_events = session.scalars(
+            sa.select(tables.EventRow.data)
+            .where(tables.EventRow.job_id == job.id, tables.EventRow.type == "metric")
+            .order_by(tables.EventRow.seq)
+        ).all()
+    assert [tuple(p) for p in points] == [
+        ("nll", 100, 0.66),
+        ("loss", 101, 0.6),
+        ("loss", 102, 0.5),
+    ]
+    # Each report applied: the unnumbered one twice (nothing tells a resend), the numbered once.
+    assert [(e["name"], e["step"]) for e in metric_events] == [
+        ("nll", 100), ("loss", 101), ("loss", 102), ("nll", 100),
+    ]  # fmt: skip
+
+
+def test_a_claim_naming_an_unknown_device_kind_is_refused_with_the_kinds(
+    claims: ServiceThread, store: Store
+) -> None:
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    request = claim_service_pb2.ClaimTaskRequest(machine="gpu-1", devices=["tpu"], wait=1)
+    with pytest.raises(grpc.RpcError) as caught:
+        wire.stub.ClaimTask(request, metadata=wire.md, timeout=60)
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert info_of(caught.value)["supported"] == "cuda,rocm,metal,vulkan,cpu"
 
 
 def test_a_stalled_lease_is_lost_and_changes_nothing(

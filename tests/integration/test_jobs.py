@@ -38,6 +38,17 @@ def reason_of(exc: grpc.RpcError) -> str:
     return info.reason
 
 
+def info_of(exc: grpc.RpcError) -> dict[str, str]:
+    """The ErrorInfo metadata of a refusal: the field at fault, the supported set."""
+    from google.rpc import error_details_pb2
+
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    status.details[0].Unpack(info)
+    return dict(info.metadata)
+
+
 class Api:
     def __init__(self, channel: grpc.Channel, key: str) -> None:
         self.stub = job_service_pb2_grpc.JobServiceStub(channel)
@@ -64,6 +75,12 @@ class Api:
         with pytest.raises(grpc.RpcError) as caught:
             self.call(name, request)
         return reason_of(caught.value)
+
+    def refusal(self, name: str, request) -> tuple[str, dict[str, str]]:  # type: ignore[no-untyped-def]
+        """The reason and ErrorInfo metadata of a refused call."""
+        with pytest.raises(grpc.RpcError) as caught:
+            self.call(name, request)
+        return reason_of(caught.value), info_of(caught.value)
 
     def wait_for(self, job_id: str, predicate, timeout: float = 20.0) -> job_pb2.Job:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
@@ -320,12 +337,22 @@ def test_events_record_each_transition_in_order_and_long_poll(acme: Api) -> None
         "cancel_requested",
     )
     last = events[-1].seq
+    # The job ended and nothing more can come: a long poll answers at once, with the status.
+    started = time.monotonic()
+    ended = acme.call(
+        "ListJobEvents", job_service_pb2.ListJobEventsRequest(id=job.id, after=last, wait=5)
+    )
+    assert (list(ended.events), ended.next_after, ended.status) == ([], last, "cancelled")
+    assert time.monotonic() - started < 2
+    # A job that has not ended holds the wait.
+    live = acme.wait_for(acme.create(FIXTURE).id, prepared)
+    after = acme.call("ListJobEvents", job_service_pb2.ListJobEventsRequest(id=live.id)).next_after
     started = time.monotonic()
     empty = acme.call(
-        "ListJobEvents", job_service_pb2.ListJobEventsRequest(id=job.id, after=last, wait=1)
+        "ListJobEvents", job_service_pb2.ListJobEventsRequest(id=live.id, after=after, wait=1)
     )
     assert (
-        list(empty.events) == [] and empty.next_after == last and time.monotonic() - started >= 0.9
+        list(empty.events) == [] and empty.next_after == after and time.monotonic() - started >= 0.9
     )
 
 
@@ -340,6 +367,49 @@ def test_a_long_poll_returns_when_an_event_arrives(acme: Api) -> None:
         "ListJobEvents", job_service_pb2.ListJobEventsRequest(id=job.id, after=seq, wait=20)
     )
     assert answer.events and answer.events[0].seq == seq + 1
+
+
+STATUSES = (
+    "queued,preparing,running,evaluating,finalizing,cancelling,succeeded,rejected,failed,"
+    "cancelled,stopped"
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "field", "supported"),
+    [
+        ("ListJobs", job_service_pb2.ListJobsRequest(status="SUCCEEDED"), "status", STATUSES),
+        ("ListJobs", job_service_pb2.ListJobsRequest(status="done"), "status", STATUSES),
+        (
+            "GetJob",
+            job_service_pb2.GetJobRequest(id="1", identifier="name"),
+            "identifier",
+            "id,number",
+        ),
+        (
+            "ListJobDatasetItems",
+            job_service_pb2.ListJobDatasetItemsRequest(id="job_0000000000000000", split="test"),
+            "split",
+            "all,train,eval",
+        ),
+    ],
+)
+def test_a_value_outside_a_closed_set_is_refused_with_the_set(
+    acme: Api, method: str, request_: object, field: str, supported: str
+) -> None:
+    reason, info = acme.refusal(method, request_)
+    assert (reason, info["field"], info["supported"]) == ("VALIDATION_ERROR", field, supported)
+
+
+def test_a_create_naming_an_unknown_field_names_it_and_what_its_object_takes(acme: Api) -> None:
+    body = {**FIXTURE, "hyperparameters": {"max_steps": 5, "colour": "blue"}}
+    with pytest.raises(grpc.RpcError) as caught:
+        acme.create(body)
+    info = info_of(caught.value)
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert caught.value.details() == "Field hyperparameters.colour is not a known field."  # type: ignore[attr-defined]
+    assert info["field"] == "hyperparameters.colour" and "max_steps" in info["supported"]
+    assert "blue" not in str(info)
 
 
 def test_list_pages_newest_first_with_tokens_bound_to_filters(acme: Api, globex: Api) -> None:

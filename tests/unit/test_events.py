@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from executor import protocol
-from services.claims.reports import parse_events
+from services.claims.reports import numbered, parse_events
 from services.core import errors
 from trainyard.claim.v1 import task_pb2
 from trainyard.job.v1 import job_pb2
@@ -56,7 +56,7 @@ def test_each_kind_is_its_own_class() -> None:
 
 
 REFUSED = [
-    (task_pb2.TaskEvent(seq=0, type="log", line="x"), "events.seq", "must be at least 1"),
+    (task_pb2.TaskEvent(seq=-1, type="log", line="x"), "events.seq", "must not be negative"),
     (
         task_pb2.TaskEvent(seq=1, type="status", status="succeeded"),
         "events.status",
@@ -103,6 +103,51 @@ def test_every_refusal_names_its_field(proto: task_pb2.TaskEvent, field: str, me
         parse_events([WIRE[0], proto])
     assert answered.value.fields == [(field, message)]
     assert answered.value.reason == "VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize(
+    ("proto", "supported"),
+    [
+        (
+            task_pb2.TaskEvent(seq=1, type="status", status="succeeded"),
+            "accepted,running,evaluating,finalizing,failed,stopped,cancelled,done",
+        ),
+        (
+            task_pb2.TaskEvent(seq=1, type="output"),
+            "status,coordinator,metric,log,artifact,result",
+        ),
+    ],
+)
+def test_a_closed_set_refusal_carries_the_set(proto: task_pb2.TaskEvent, supported: str) -> None:
+    with pytest.raises(errors.ValidationError) as answered:
+        parse_events([proto])
+    assert answered.value.metadata["supported"] == supported
+
+
+def test_a_report_without_numbers_is_numbered_after_the_last_applied_in_arrival_order() -> None:
+    """HIP-1333 §5's report body carries no `seq`."""
+    sent = [
+        task_pb2.TaskEvent(type="metric", name="nll", step=100, value=0.66),
+        task_pb2.TaskEvent(type="log", line="b"),
+        task_pb2.TaskEvent(type="metric", name="nll", step=99, value=0.7),
+    ]
+    typed = parse_events(sent)
+    assert [e.seq for e in typed] == [0, 0, 0]
+    applied = numbered(typed, 41)
+    assert [(e.seq, e.type) for e in applied] == [(42, "metric"), (43, "log"), (44, "metric")]
+    assert [getattr(e, "step", None) for e in applied] == [100, None, 99]
+    # A numbered report keeps its own numbers, in their order.
+    ordered = numbered(parse_events([WIRE[1], WIRE[0]]), 41)
+    assert [e.seq for e in ordered] == [1, 2]
+
+
+def test_a_report_mixing_numbered_and_unnumbered_events_is_refused() -> None:
+    mixed = [WIRE[0], task_pb2.TaskEvent(type="log", line="x")]
+    with pytest.raises(errors.ValidationError) as answered:
+        parse_events(mixed)
+    assert answered.value.fields == [
+        ("events.seq", "must be set on every event of a report or on none")
+    ]
 
 
 def test_a_report_holds_at_most_500_events() -> None:

@@ -142,8 +142,11 @@ FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthet
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({**FIXTURE, "worker_url": "http://x"}, "body"),
-        ({**FIXTURE, "hyperparameters": {"callback": 1}}, "hyperparameters"),
+        ({**FIXTURE, "worker_url": "http://x"}, "worker_url"),
+        ({**FIXTURE, "hyperparameters": {"callback": 1}}, "hyperparameters.callback"),
+        # A key that is not shaped like a name is not repeated: its object is named.
+        ({**FIXTURE, "hyperparameters": {"http://x": 1}}, "hyperparameters"),
+        ({**FIXTURE, "ghp_abcdefghijklmnopqrstuvwxyz0123456789": 1}, "body"),
         ({**FIXTURE, "status": "succeeded"}, "status"),
         (
             {**FIXTURE, "hyperparameters": {"learning_rate": "fast"}},
@@ -186,6 +189,24 @@ def test_strict_input_names_the_field_and_never_the_value(body: dict, field: str
     ):
         if value in sent:
             assert value not in caught.value.message and value not in str(caught.value.metadata)
+
+
+def test_an_unknown_field_is_named_by_its_path_with_the_fields_its_object_takes() -> None:
+    body = {**FIXTURE, "hyperparameters": {"max_steps": 5, "colour": "blue"}}
+    with pytest.raises(errors.ValidationError) as caught:
+        parse_json_job(body)
+    assert caught.value.message == "Field hyperparameters.colour is not a known field."
+    assert caught.value.fields == [("hyperparameters.colour", "is not a known field")]
+    supported = caught.value.metadata["supported"].split(",")
+    assert "max_steps" in supported and "learning_rate" in supported
+    assert "blue" not in json.dumps(caught.value.metadata)
+    with pytest.raises(errors.ValidationError) as caught:
+        parse_json_job({**FIXTURE, "status": "queued", "chats": []})  # output only, not unknown
+    assert caught.value.metadata["field"] == "status"
+    with pytest.raises(errors.ValidationError) as caught:
+        parse_json_job({**FIXTURE, "colour": 1})
+    top = caught.value.metadata["supported"].split(",")
+    assert "base_model" in top and "status" not in top and "number" not in top
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import ClassVar, TypeVar
 
@@ -41,27 +42,32 @@ class ReportedStatus(StrEnum):
 
 
 S = ReportedStatus
+# The event types, as the wire spells them.
+TYPES = ("status", "coordinator", "metric", "log", "artifact", "result")
 # What a lead reports of its run, and a join of its share of it.
 LEAD_STATUSES = frozenset(
     {S.ACCEPTED, S.RUNNING, S.EVALUATING, S.FINALIZING, S.FAILED, S.STOPPED, S.CANCELLED}
 )
 JOIN_STATUSES = frozenset({S.DONE, S.FAILED, S.STOPPED})
 _REPORTED = LEAD_STATUSES | JOIN_STATUSES
+_REPORTED_ORDER = tuple(str(s) for s in S if s in _REPORTED)
 # After one of these the trainer has nothing more to say about the run.
 RUN_ENDED = frozenset({S.CANCELLED, S.FAILED, S.STOPPED, S.DONE})
 
 
 class InvalidEvent(ValueError):
-    """An event the service refuses: `field` names what is at fault, as the wire spells it."""
+    """An event the service refuses: `field` names what is at fault, as the wire spells it,
+    and `supported` the values it may take when they are a closed set."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, supported: tuple[str, ...] = ()) -> None:
         super().__init__(f"{field} {message}")
-        self.field, self.message = field, message
+        self.field, self.message, self.supported = field, message, supported
 
 
 @dataclasses.dataclass(frozen=True)
 class Event:
-    """One event; `seq` numbers it among its task's (from 1; 0 until the runner numbers it)."""
+    """One event; `seq` numbers it among its task's (from 1; 0 until the runner numbers it,
+    or, for a report that numbers none of its events, until ClaimService applies it)."""
 
     type: ClassVar[str]
     seq: int = dataclasses.field(default=0, kw_only=True)
@@ -138,14 +144,17 @@ _SCALARS = (
 
 
 def parse(proto: task_pb2.TaskEvent) -> Event:
-    """The typed event the wire's message carries; raises `InvalidEvent`."""
-    if proto.seq < 1:
-        raise InvalidEvent("events.seq", "must be at least 1")
+    """The typed event the wire's message carries; raises `InvalidEvent`. A `seq` of 0 is an
+    event the sender left unnumbered (HIP-1333 §5's body): see `parse_report`."""
+    if proto.seq < 0:
+        raise InvalidEvent("events.seq", "must not be negative")
     seq = proto.seq
     match proto.type:
         case "status":
             if proto.status not in _REPORTED:
-                raise InvalidEvent("events.status", "is not a status an executor reports")
+                raise InvalidEvent(
+                    "events.status", "is not a status an executor reports", _REPORTED_ORDER
+                )
             if proto.error and not _CODE.match(proto.error):
                 raise InvalidEvent("events.error", "must be a short lower-case code")
             return Status(proto.status, proto.error, seq=seq)
@@ -165,13 +174,29 @@ def parse(proto: task_pb2.TaskEvent) -> Event:
             return Artifact(proto.sha256, seq=seq)
         case "result":
             result = proto.result
+            # An output names its bytes and the base they were trained from: its
+            # provenance record holds both.
+            if result.sha256 and not _SHA256.match(result.sha256):
+                raise InvalidEvent("events.result.sha256", "must be a sha256")
+            if result.sha256 and not _SHA256.match(result.base_sha256):
+                raise InvalidEvent("events.result.base_sha256", "must be a sha256")
             return Result(
                 **{name: getattr(result, name) for name in _SCALARS},
                 evaluation=_copy(result, "evaluation", job_pb2.Evaluation()),
                 outcome=_copy(result, "outcome", job_pb2.Outcome()),
                 seq=seq,
             )
-    raise InvalidEvent("events.type", "is not an event type")
+    raise InvalidEvent("events.type", "is not an event type", TYPES)
+
+
+def parse_report(protos: Sequence[task_pb2.TaskEvent]) -> list[Event]:
+    """A report's events, typed: every one numbered (each applied once, by its number) or
+    none (numbered by ClaimService in arrival order); a report mixing the two is refused,
+    as its numbers could not be told from the service's."""
+    typed = [parse(proto) for proto in protos]
+    if len({event.seq == 0 for event in typed}) > 1:
+        raise InvalidEvent("events.seq", "must be set on every event of a report or on none")
+    return typed
 
 
 def _copy(result: task_pb2.TaskResult, field: str, into: M) -> M | None:

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Job(_message.Message):
-    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time")
+    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts")
     ID_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class Job(_message.Message):
     DELETED_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     number: int
     project: str
@@ -90,7 +91,8 @@ class Job(_message.Message):
     deleted: bool
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    artifacts: _containers.RepeatedCompositeFieldContainer[JobArtifact]
+    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ...) -> None: ...
 
 class Dataset(_message.Message):
     __slots__ = ("uri", "system_prompt", "tags")
@@ -333,6 +335,18 @@ class Result(_message.Message):
     checkpoint_sha256: str
     checkpoint_step: int
     def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., base_sha256: _Optional[str] = ..., provenance_record_id: _Optional[str] = ..., step: _Optional[int] = ..., checkpoint_sha256: _Optional[str] = ..., checkpoint_step: _Optional[int] = ...) -> None: ...
+
+class JobArtifact(_message.Message):
+    __slots__ = ("sha256", "kind", "name", "size")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    kind: str
+    name: str
+    size: int
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class DatasetItem(_message.Message):
     __slots__ = ("id", "name", "message_count", "split", "messages")
