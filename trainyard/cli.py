@@ -67,10 +67,25 @@ def _client(ctx: click.Context) -> Iterator[sdk.Client]:
         client.close()
 
 
+# Byte sizes and parameter counts are proto doubles so REST writes them as JSON numbers;
+# Python's JSON would print them as `17000.0`, so the CLI writes them as the gateway does.
+_WHOLE = frozenset({"size", "parameters"})
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: int(v) if k in _WHOLE and isinstance(v, float) and v.is_integer() else _whole(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
+
+
 def _print(message: Message) -> None:
-    click.echo(
-        json.dumps(json_format.MessageToDict(message, preserving_proto_field_name=True), indent=2)
-    )
+    as_dict = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    click.echo(json.dumps(_whole(as_dict), indent=2))
 
 
 @main.command()
@@ -233,7 +248,7 @@ def artifacts_upload(ctx: click.Context, file: Path, name: str | None) -> None:
         artifact = client.upload(
             file, name=name, progress=lambda done, total: bar.update(task, completed=done)
         )
-    click.echo(f"{artifact.sha256}  {artifact.size} bytes  {artifact.status}")
+    click.echo(f"{artifact.sha256}  {int(artifact.size)} bytes  {artifact.status}")
     click.echo(f"use it as dataset.uri artifact:{artifact.sha256}", err=True)
 
 
@@ -248,7 +263,7 @@ def artifacts_ls(ctx: click.Context, kind: str) -> None:
                 artifact.expires_at.ToJsonString() if artifact.HasField("expires_at") else "kept"
             )
             click.echo(
-                f"{artifact.sha256}  {artifact.kind:<10} {artifact.size:>12}  {artifact.name}  {expires}"
+                f"{artifact.sha256}  {artifact.kind:<10} {int(artifact.size):>12}  {artifact.name}  {expires}"
             )
 
 

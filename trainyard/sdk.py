@@ -300,7 +300,7 @@ class Client:
                     digest.update(chunk)
                     got += len(chunk)
                     if progress:
-                        progress(got, artifact.size)
+                        progress(got, int(artifact.size))
         if digest.hexdigest() != sha256:
             partial.unlink(missing_ok=True)
             raise TrainyardError(

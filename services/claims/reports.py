@@ -158,7 +158,7 @@ class Reports:
             if self._artifacts is None:
                 raise errors.Unavailable()
             try:
-                effects.sizes[sha] = self._artifacts.confirm(org, job_id, sha).size
+                effects.sizes[sha] = int(self._artifacts.confirm(org, job_id, sha).size)
             except errors.DomainError as exc:
                 if exc.reason in TRANSIENT:
                     raise

@@ -57,7 +57,7 @@ def test_a_job_runs_on_the_local_executor_to_success(slow_stack: StackProcess) -
     assert output["provenance_record_id"] == done["result"]["provenance_record_id"]
     assert isinstance(output["expires"], int)  # Unix seconds, a JSON number
     # The job's read carries its output's size and lists what it holds, without URLs.
-    assert done["result"]["size"] == output["size"] != "0"
+    assert done["result"]["size"] == output["size"] > 0 and isinstance(output["size"], int)
     held = {a["sha256"]: a for a in done["artifacts"]}
     assert held[output["sha256"]] == {
         "sha256": output["sha256"], "kind": output["kind"], "name": output["name"],

@@ -93,7 +93,7 @@ def test_a_client_that_follows_the_seed_literally(stack: StackProcess) -> None:
     read = owner.get(f"/v1/train/jobs/{job['id']}").json()
     assert read["status"] == "succeeded" and read["result"]["sha256"] == sha256
     # Byte counts stay int64 in the proto, so JSON carries them as strings (a noted exception).
-    assert int(read["result"]["size"]) == len(output) and read["model_available"] is True
+    assert read["result"]["size"] == len(output) and read["model_available"] is True
     assert sha256 in [a["sha256"] for a in read["artifacts"]]
     nll = owner.get(f"/v1/train/jobs/{job['id']}/metrics").json()["series"]
     assert [(s["name"], [p["step"] for p in s["points"]]) for s in nll] == [("nll", [100])]

@@ -608,7 +608,7 @@ def test_a_reported_output_is_the_jobs_result_with_its_size_and_the_job_lists_wh
         ("snapshot", snapshot.sha256, snapshot.name, snapshot.size),
     ]
     answered = json_format.MessageToDict(read, preserving_proto_field_name=True)
-    assert answered["number"] == 1 and answered["result"]["size"] == "17000"
+    assert answered["number"] == 1 and answered["result"]["size"] == 17000
     assert all(set(a) == {"sha256", "kind", "name", "size"} for a in answered["artifacts"])
     # A list answers jobs without what each holds.
     listed = reader_org.call("ListJobs", job_service_pb2.ListJobsRequest(), reader_org.jobs)

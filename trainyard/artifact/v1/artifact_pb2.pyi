@@ -41,7 +41,7 @@ class Artifact(_message.Message):
     EXPIRES_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     sha256: str
-    size: int
+    size: float
     kind: str
     name: str
     status: str
@@ -55,7 +55,7 @@ class Artifact(_message.Message):
     headers: _containers.ScalarMap[str, str]
     expires: int
     meta: _containers.ScalarMap[str, str]
-    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[float] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Grant(_message.Message):
     __slots__ = ("sha256", "stored", "upload", "parts")

@@ -328,13 +328,13 @@ class Result(_message.Message):
     sha256: str
     kind: str
     name: str
-    size: int
+    size: float
     base_sha256: str
     provenance_record_id: str
     step: int
     checkpoint_sha256: str
     checkpoint_step: int
-    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ..., base_sha256: _Optional[str] = ..., provenance_record_id: _Optional[str] = ..., step: _Optional[int] = ..., checkpoint_sha256: _Optional[str] = ..., checkpoint_step: _Optional[int] = ...) -> None: ...
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[float] = ..., base_sha256: _Optional[str] = ..., provenance_record_id: _Optional[str] = ..., step: _Optional[int] = ..., checkpoint_sha256: _Optional[str] = ..., checkpoint_step: _Optional[int] = ...) -> None: ...
 
 class JobArtifact(_message.Message):
     __slots__ = ("sha256", "kind", "name", "size")
@@ -345,8 +345,8 @@ class JobArtifact(_message.Message):
     sha256: str
     kind: str
     name: str
-    size: int
-    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    size: float
+    def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., size: _Optional[float] = ...) -> None: ...
 
 class DatasetItem(_message.Message):
     __slots__ = ("id", "name", "message_count", "split", "messages")

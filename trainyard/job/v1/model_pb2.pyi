@@ -18,10 +18,10 @@ class BaseModel(_message.Message):
     name: str
     revision: str
     description: str
-    parameters: int
+    parameters: float
     profile: ModelProfile
     support: SupportTable
-    def __init__(self, name: _Optional[str] = ..., revision: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[int] = ..., profile: _Optional[_Union[ModelProfile, _Mapping]] = ..., support: _Optional[_Union[SupportTable, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., revision: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[float] = ..., profile: _Optional[_Union[ModelProfile, _Mapping]] = ..., support: _Optional[_Union[SupportTable, _Mapping]] = ...) -> None: ...
 
 class ModelProfile(_message.Message):
     __slots__ = ("defaults", "adaptation", "objective", "output", "ranges", "zero_stage", "duration")
