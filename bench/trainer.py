@@ -34,6 +34,7 @@ def main() -> None:
     spec = {
         "base_model": "fixture-tiny-llm",
         "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+        "resources": {"budget": 100},
         "hyperparameters": {
             "max_steps": args.steps,
             "save_steps": args.steps,

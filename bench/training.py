@@ -28,7 +28,11 @@ from bench.stack import running
 from services.core.config import Config
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
-SPEC = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+SPEC = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 def through_trainyard(steps: int) -> tuple[float, float, dict]:  # type: ignore[type-arg]

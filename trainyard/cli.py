@@ -18,7 +18,11 @@ from rich.progress import TextColumn
 
 from trainyard import sdk, watch
 
-FIXTURE_SPEC = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE_SPEC = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 class _Commands(click.Group):

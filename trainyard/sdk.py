@@ -3,7 +3,8 @@
 from trainyard.sdk import Client
 client = Client()                      # TRAINYARD_URL, TRAINYARD_API_KEY
 job = client.create_job({"base_model": "fixture-tiny-llm",
-                         "dataset": {"uri": "fixture:synthetic-tiny-v1"}})
+                         "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                         "resources": {"budget": 100}})  # US cents
 for update in client.watch_job(job.id):
     ...
 """

@@ -24,7 +24,8 @@ from services.core import audit, errors, ids, lifecycle, view
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
-from services.core.states import TaskStatus
+from services.core.money import rates, windows
+from services.core.states import JobStatus, TaskStatus
 from services.core.store import Store, utcnow
 from services.core.tables import JobRow, TaskRow
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2
@@ -100,6 +101,11 @@ class Leases:
         self._artifacts = artifacts
         self._catalog = catalog or Catalog()
         self._now = clock
+        self._policy = windows.Policy.of(config)
+
+    @property
+    def policy(self) -> windows.Policy:
+        return self._policy
 
     @property
     def ttl(self) -> dt.timedelta:
@@ -172,13 +178,27 @@ class Leases:
                 device = offer.device_for(spec, self._catalog)
                 if device is None:
                     continue
+                # The first window, held on as many devices as the payer holds (§10).
+                held = windows.open_hold(
+                    session, self._policy, org=job.org, job_id=job.id, project=job.project,
+                    resources=spec.resources, task_id=task.id, epoch=task.epoch + 1,
+                    meter=rates.compute_meter(spec.base_model, device), charged=task.machine == "",
+                    offered=offer.devices.count(device) if task.world_size == 1 else 1,
+                    halve=offer.platform, now=now,
+                )  # fmt: skip
+                if isinstance(held, windows.Refusal):
+                    if held.final:  # no later claim could hold it: stopped before it runs
+                        attempt = lifecycle.current_attempt(session, job)
+                        lifecycle.fail(
+                            session, job, attempt, held.reason, job_status=JobStatus.STOPPED
+                        )
+                    continue  # else the payer's other work holds its money: a later claim
                 token = "trl_" + secrets.token_urlsafe(32)
                 lifecycle.lease(session, job, task)
                 task.lease_sha256, task.epoch = lease_sha256(token), task.epoch + 1
                 task.lease_expires, task.claim_time, task.report_time = now + self.ttl, now, now
                 task.executor_id, task.device, task.cancel_sent = executor_id, device, False
-                task.devices = offer.devices.count(device) if task.world_size == 1 else 1
-                task.held = min(spec.resources.max_seconds, MAX_HELD)
+                task.devices, task.held = held.devices, min(held.held, MAX_HELD)
                 if task.role == "join":
                     lead = store.lead_of(session, task)
                     task.coordinator = lead.coordinator if lead else ""
@@ -194,7 +214,8 @@ class Leases:
                     audit.record(
                         session, "training.claim.platform", org=job.org, subject=task.id, actor=principal.key_id,
                         job=job.id, machine=offer.machine, device=device, devices=task.devices,
-                        held=task.held, payer="owner",
+                        held=task.held, meter=rates.compute_meter(spec.base_model, device),
+                        rate=held.rate, payer=job.org,
                     )  # fmt: skip
                 session.flush()
                 answer = self._task_proto(task, token)

@@ -17,10 +17,11 @@ from google.protobuf import json_format
 from sqlalchemy.orm import Session
 
 from services.claims import store
-from services.claims.leases import Leases, acting_on, holds, lease_lost
+from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_lost
 from services.core import errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
+from services.core.money import windows
 from services.core.states import STOPPING, TERMINAL, JobStatus, TaskStatus
 from services.core.store import Store, utcnow
 from services.core.tables import AttemptRow, JobRow, TaskRow
@@ -210,6 +211,15 @@ class Reports:
                 return lease_lost()
             task.lease_expires, task.report_time = now + self._leases.ttl, now
             attempt = lifecycle.current_attempt(session, job)
+            # Meter by the clock and charge what that adds, before the events, which may
+            # end the job and release what it holds (§10).
+            hold = windows.hold_of(session, task.id, task.epoch)
+            stop = ""
+            if hold is not None:
+                stop = windows.meter(
+                    session, self._leases.policy, hold, job.frozen().resources, now
+                )
+                task.held = min(hold.held_seconds, MAX_HELD)
             metrics: list[Metric] = []
             for event in numbered(events, task.last_seq):
                 if event.seq <= task.last_seq:
@@ -229,6 +239,8 @@ class Reports:
                     break
             if metrics:
                 self._metrics(session, task, job, attempt, metrics)
+            if stop and job.status not in TERMINAL:
+                lifecycle.fail(session, job, attempt, stop, job_status=JobStatus.STOPPED)
             return _ack(task, job)
 
     def _metrics(
@@ -280,7 +292,9 @@ class Reports:
 
 def _ack(task: TaskRow, job: JobRow) -> claim_service_pb2.ReportTaskResponse:
     return claim_service_pb2.ReportTaskResponse(
-        cancel=job.status in STOPPING and task.status == TaskStatus.LEASED,
+        # A stopped job's tasks end with it, and their trainers must still be killed.
+        cancel=job.status == JobStatus.STOPPED
+        or (job.status in STOPPING and task.status == TaskStatus.LEASED),
         held=task.held,
         status=job.status,
         seq=task.last_seq,

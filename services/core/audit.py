@@ -26,6 +26,9 @@ NAMES = frozenset(
         "training.bom.audit.passed",
         "training.bom.audit.failed",
         "training.claim.platform",
+        "training.wallet.credited",
+        "training.wallet.capped",
+        "training.rate.set",
         "training.org.acted_in",
         "platform.key.created",
     }

@@ -60,6 +60,13 @@ class Config:
     models_path: Path | None = None
     log_format: str = "auto"
     log_level: str = "INFO"
+    # What a new org's wallet starts with, in US cents, so a first job runs.
+    free_credit_cents: int = 1000
+    # A held window's device-seconds per device (HIP-1333 §10: 300); a task asks for the
+    # next below 3/5 of it left and stops below 2/15 (180 s and 40 s of 300).
+    window_seconds: int = 300
+    # The credit authorization's margin over the expected price (`002_…` estimate).
+    authorization_margin_percent: int = 25
 
     @property
     def models_dir(self) -> Path:
@@ -93,6 +100,10 @@ class Config:
                 "TRAINYARD_LEASE_TTL_SECONDS must be at least 3: executors report at most "
                 "once a second, and a lease must outlive three report intervals."
             )
+        if self.window_seconds < 15:
+            raise ConfigError("TRAINYARD_WINDOW_SECONDS must be at least 15.")
+        if self.free_credit_cents < 0:
+            raise ConfigError("TRAINYARD_FREE_CREDIT_CENTS must not be negative.")
 
     def port_for(self, service: str) -> int:
         return int(self.service_ports.get(service, 0))
@@ -140,6 +151,9 @@ class Config:
             models_path=catalog.models_dir(env),
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
+            free_credit_cents=num("FREE_CREDIT_CENTS", 1000),
+            window_seconds=num("WINDOW_SECONDS", 300),
+            authorization_margin_percent=num("AUTHORIZATION_MARGIN_PERCENT", 25),
         )
         config.check()
         return config

@@ -83,6 +83,8 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "ListLedgerEntries": ORG_USERS,
         "SetRate": DEPLOYMENT,
         "CreditWallet": DEPLOYMENT,
+        # An org's admins cap what its work may spend; the operator may too.
+        "SetSpendCap": frozenset({"admin", "operator"}),
         "EstimatePrice": INTERNAL,
         "HoldWindow": INTERNAL,
         "ChargeTask": INTERNAL,

@@ -178,4 +178,16 @@ FAILURES: Mapping[str, tuple[str, str]] = {
 }
 RUN_FAILED = ("trainer", "The run failed; see the job's events.")
 BOUND_REACHED = ("limit", "The run reached a bound.")
+# Why a job is stopped by its own bounds or its payer's money (HIP-1333 §10).
+STOPS: Mapping[str, tuple[str, str]] = {
+    "max_seconds": ("limit", "The job used the device-seconds its max_seconds allows."),
+    "budget": ("limit", "The job used what its budget pays for."),
+    "insufficient_balance": (
+        "limit",
+        "The wallet could not hold the job's next window; add credit, then retry the job.",
+    ),
+    "spend_cap": ("limit", "The job's next window would pass a monthly spend cap."),
+    "no_payer": ("limit", "No wallet pays for the job."),
+    "balance_unavailable": ("limit", "The wallet's balance could not be read; retry the job."),
+}
 INPUT_FAILED = ("input", "The dataset could not be snapshotted.")

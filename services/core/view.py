@@ -10,6 +10,8 @@ import sqlalchemy as sa
 from google.protobuf import json_format, timestamp_pb2
 from sqlalchemy.orm import Session
 
+from services.core.money.rates import cost
+from services.core.money.tables import HoldRow
 from services.core.store import utcnow
 from services.core.tables import (
     AttemptRow,
@@ -64,7 +66,25 @@ def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
     job.create_time.CopyFrom(ts(row.create_time))
     job.update_time.CopyFrom(ts(row.update_time))
     _timing(session, row, job.timing)
+    _money(session, row, job)
     return job
+
+
+def _money(session: Session, row: JobRow, job: job_pb2.Job) -> None:
+    """What the job was metered and charged, every attempt, and what it holds now. The
+    holds carry each charge beside the ledger entry made in the same transaction, so their
+    sum is the ledger's."""
+    for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id == row.id)):
+        job.timing.metered_device_seconds += hold.used_seconds
+        if hold.charged:
+            job.timing.charged_device_seconds += hold.used_seconds
+            job.cost_credits += hold.charged_micro_cents
+        if hold.status == "live":
+            job.holding.device_seconds += hold.held_seconds - hold.used_seconds
+            if hold.charged:
+                job.holding.micro_cents += (
+                    cost(hold.held_seconds, hold.rate) - hold.charged_micro_cents
+                )
 
 
 def _result_readable(session: Session, row: JobRow) -> bool:

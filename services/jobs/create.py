@@ -5,6 +5,7 @@ idempotency key with the project's next number."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,12 +15,13 @@ from sqlalchemy.orm import Session
 from services.core import audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
+from services.core.money import rates, windows
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
 from services.jobs import frozen, sources, spec, store, view
 from services.jobs.validation import check_typed_job, parse_json_job
-from trainyard.job.v1 import job_pb2
+from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog
 
@@ -39,6 +41,18 @@ class Admission:
     @property
     def admitted(self) -> bool:
         return self.projected_seconds <= self.limit_seconds
+
+    @property
+    def platform(self) -> bool:
+        """Whether the platform's executor runs it (and charges its payer)."""
+        return not self.job.resources.machines
+
+    @property
+    def meter(self) -> str:
+        """The compute meter it is priced at: `cpu` when that is all it allows, else an
+        accelerator's (HIP-1333 §10 Create)."""
+        allowed = tuple(self.job.resources.devices) or self.base.devices
+        return rates.compute_meter(self.base.name, windows.device_class(allowed))
 
 
 def parse(body: Mapping[str, Any] | None, typed: job_pb2.Job) -> job_pb2.Job:
@@ -119,8 +133,22 @@ class JobCreation:
 
     def estimate(
         self, principal: Principal, body: Mapping[str, Any] | None, typed: job_pb2.Job
-    ) -> Admission:
-        return self.admit(principal, parse(body, typed))
+    ) -> tuple[Admission, job_service_pb2.Price, job_service_pb2.Price]:
+        """The admission, the price at the projected active seconds (`expected`) and the
+        price the credit authorization holds with its margin (`authorization_ceiling`), on
+        one device; both 0 on the org's own machines (`002_…` pricing)."""
+        admission = self.admit(principal, parse(body, typed))
+        rate = 0
+        if admission.platform:
+            with self._store.unit(write=False) as session:
+                rate = rates.rate(session, admission.meter)[0]
+        seconds = math.ceil(admission.projected_seconds)
+        ceiling = math.ceil(seconds * (100 + self._config.authorization_margin_percent) / 100)
+        return (
+            admission,
+            job_service_pb2.Price(device_seconds=seconds, micro_cents=rates.cost(seconds, rate)),
+            job_service_pb2.Price(device_seconds=ceiling, micro_cents=rates.cost(ceiling, rate)),
+        )
 
     def create(
         self,
@@ -136,6 +164,12 @@ class JobCreation:
             admission = self.admit(principal, request)
             if not admission.admitted:
                 raise _duration_error(admission)
+            if admission.platform and not admission.job.resources.HasField("budget"):
+                raise errors.ValidationError(
+                    "resources.budget",
+                    "is required for a job the platform runs (US cents)",
+                    reason="BUDGET_REQUIRED",
+                )
             return retrying(lambda: self._insert(principal, request, admission, request_id))
         except errors.DomainError as exc:
             with self._store.unit() as session:
@@ -158,6 +192,11 @@ class JobCreation:
                     return view.job_proto(session, found), False
                 check_queue(session, org, self._config)
                 job = admission.job
+                if admission.platform:  # its payer must hold one device's first window
+                    windows.admit(
+                        session, windows.Policy.of(self._config), org=org, project=job.project,
+                        resources=job.resources, meter_name=admission.meter, now=utcnow(),
+                    )  # fmt: skip
                 number = store.next_number(session, org, job.project)
                 if not job.output.name:
                     job.output.name = f"{job.project}-{number}"

@@ -52,7 +52,7 @@ class JobService:
 
     def estimate(
         self, principal: Principal, body: Mapping[str, Any] | None, typed: job_pb2.Job
-    ) -> Admission:
+    ) -> tuple[Admission, job_service_pb2.Price, job_service_pb2.Price]:
         return self.creation.estimate(principal, body, typed)
 
     def create(

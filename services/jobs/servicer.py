@@ -59,11 +59,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: job_service_pb2.EstimateJobRequest, ctx: Ctx
     ) -> job_service_pb2.EstimateJobResponse:
         body = json_format.MessageToDict(request.body) if request.HasField("body") else None
-        found = await asyncio.to_thread(
+        found, expected, ceiling = await asyncio.to_thread(
             self._service.estimate, context.principal(), body, request.job
         )
         stats = found.stats
-        price = job_service_pb2.Price(device_seconds=found.projected_seconds)
         return job_service_pb2.EstimateJobResponse(
             job=found.job,
             dataset=job_service_pb2.DatasetStats(
@@ -80,8 +79,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 execution_limit_seconds=found.limit_seconds,
             ),
             admitted=found.admitted,
-            expected=price,
-            authorization_ceiling=price,
+            expected=expected,
+            authorization_ceiling=ceiling,
         )
 
     async def GetJob(self, request: job_service_pb2.GetJobRequest, ctx: Ctx) -> job_pb2.Job:

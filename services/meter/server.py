@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import grpc
 
-from services.core import roles
+from services.core import keys, roles
 from services.core.config import Config
+from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
+from services.meter.service import MeterService
 from services.meter.servicer import MeterServicer
 from trainyard.meter.v1 import meter_service_pb2, meter_service_pb2_grpc
+from trainyard.training.catalog import Catalog
 
 FULL_NAME = meter_service_pb2.DESCRIPTOR.services_by_name["MeterService"].full_name
 ROLES = roles.for_service(FULL_NAME)
@@ -17,7 +20,10 @@ ROLES = roles.for_service(FULL_NAME)
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
     def register(server: grpc.aio.Server, store: Store) -> None:
-        meter_service_pb2_grpc.add_MeterServiceServicer_to_server(MeterServicer(), server)
+        tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
+        catalog = Catalog.discover(config.models_dir)
+        service = MeterService(store, config, tokens, catalog)
+        meter_service_pb2_grpc.add_MeterServiceServicer_to_server(MeterServicer(service), server)
 
     return build(
         config,

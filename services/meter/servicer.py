@@ -1,9 +1,72 @@
-"""MeterService over gRPC: proto in, domain call, proto out."""
+"""MeterService over gRPC: proto in, domain call, proto out. HoldWindow, ChargeTask,
+ReleaseHold and SweepStorage are not overridden: claims and reports hold and charge inside
+their own transactions (`services.core.money`), so these answer UNIMPLEMENTED in the
+standard error shape until a caller outside ClaimService needs them."""
 
 from __future__ import annotations
 
-from trainyard.meter.v1 import meter_service_pb2_grpc
+import asyncio
+from typing import TypeAlias
+
+import grpc
+
+from services.core import context
+from services.meter.service import MeterService
+from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
+
+Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
 
 
 class MeterServicer(meter_service_pb2_grpc.MeterServiceServicer):
-    """Methods not overridden here answer UNIMPLEMENTED in the standard error shape."""
+    def __init__(self, service: MeterService) -> None:
+        self._service = service
+
+    async def ListRates(
+        self, request: meter_service_pb2.ListRatesRequest, ctx: Ctx
+    ) -> meter_service_pb2.ListRatesResponse:
+        found = await asyncio.to_thread(self._service.list_rates)
+        return meter_service_pb2.ListRatesResponse(rates=found)
+
+    async def SetRate(self, request: meter_service_pb2.SetRateRequest, ctx: Ctx) -> meter_pb2.Rate:
+        return await asyncio.to_thread(
+            self._service.set_rate, context.principal(), request.meter, request.micro_cents
+        )
+
+    async def GetWallet(
+        self, request: meter_service_pb2.GetWalletRequest, ctx: Ctx
+    ) -> meter_pb2.Wallet:
+        return await asyncio.to_thread(self._service.wallet, context.principal())
+
+    async def CreditWallet(
+        self, request: meter_service_pb2.CreditWalletRequest, ctx: Ctx
+    ) -> meter_pb2.Wallet:
+        return await asyncio.to_thread(
+            self._service.credit, context.principal(), request.payer, request.micro_cents,
+            request.name,
+        )  # fmt: skip
+
+    async def SetSpendCap(
+        self, request: meter_service_pb2.SetSpendCapRequest, ctx: Ctx
+    ) -> meter_pb2.Wallet:
+        return await asyncio.to_thread(
+            self._service.set_cap, context.principal(), request.project, request.micro_cents
+        )
+
+    async def ListLedgerEntries(
+        self, request: meter_service_pb2.ListLedgerEntriesRequest, ctx: Ctx
+    ) -> meter_service_pb2.ListLedgerEntriesResponse:
+        entries, token = await asyncio.to_thread(
+            lambda: self._service.entries(
+                context.principal(), size=request.page_size, token=request.page_token
+            )
+        )
+        return meter_service_pb2.ListLedgerEntriesResponse(entries=entries, next_page_token=token)
+
+    async def EstimatePrice(
+        self, request: meter_service_pb2.EstimatePriceRequest, ctx: Ctx
+    ) -> meter_service_pb2.EstimatePriceResponse:
+        amount, rate = await asyncio.to_thread(
+            self._service.price, request.base_model, request.device_class,
+            request.device_seconds, request.platform,
+        )  # fmt: skip
+        return meter_service_pb2.EstimatePriceResponse(micro_cents=amount, rate=rate)

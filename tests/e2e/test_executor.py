@@ -18,7 +18,11 @@ from services.core.store import open_store
 from services.core.tables import EventRow, MetricRow
 from tests.support import StackProcess, alive, bearer, wait_for_job
 
-JOB = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+JOB = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 @pytest.fixture(scope="module")

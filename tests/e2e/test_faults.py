@@ -24,6 +24,7 @@ STEPS = 30
 JOB = {
     "base_model": "fixture-tiny-llm",
     "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
     "hyperparameters": {"max_steps": STEPS},
 }
 SURVIVED = ["jobs", "claims", "artifacts", "meter", "envoy", "seaweedfs"]

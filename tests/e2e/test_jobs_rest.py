@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from services.core import errors
 from tests.support import EXAMPLE, StackProcess, bearer, reason
 
-FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 # Placed on a machine no executor serves, so the job waits in `preparing` for as long as a test needs.
 PARKED = {**FIXTURE, "resources": {"machines": ["nowhere"]}}
 

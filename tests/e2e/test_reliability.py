@@ -19,7 +19,11 @@ from services.core.store import open_store
 from services.core.tables import ObjectRow
 from tests.support import StackProcess, reason, wait_for_job
 
-FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 GiB = 1024**3
 

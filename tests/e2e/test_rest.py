@@ -68,7 +68,11 @@ def test_an_empty_claim_is_204_and_a_lease_not_held_is_409(
 
 def test_refusals_of_a_create_carry_the_seeds_statuses(api: httpx.Client) -> None:
     key = f"k-{secrets.token_hex(3)}"
-    body = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+    body = {
+        "base_model": "fixture-tiny-llm",
+        "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+        "resources": {"budget": 100},
+    }
     assert api.post("/v1/train/jobs", json={**body, "idempotency_key": key}).status_code == 200
     reused = api.post(
         "/v1/train/jobs",

@@ -21,6 +21,7 @@ from tests.support import StackProcess, alive, bearer, reason, wait_for_job
 JOB = {
     "base_model": "fixture-tiny-llm",
     "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
     "hyperparameters": {"max_steps": 12},
 }
 # On a machine no executor serves: the job waits, and its event stream stays quiet.

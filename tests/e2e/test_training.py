@@ -20,6 +20,7 @@ from tests.support import BIN, StackProcess, bearer, wait_for_job
 JOB = {
     "base_model": "fixture-tiny-llm",
     "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
     "hyperparameters": {"max_steps": 20, "save_steps": 10},
 }
 

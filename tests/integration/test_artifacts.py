@@ -324,7 +324,13 @@ def reader_org(store: Store, artifacts: ServiceThread, jobs_reading: ServiceThre
 
 def create_job(org: Org, uri: str, **extra) -> object:  # type: ignore[no-untyped-def]
     body = struct_pb2.Struct()
-    body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": uri, **extra}})
+    body.update(
+        {
+            "base_model": "fixture-tiny-llm",
+            "dataset": {"uri": uri, **extra},
+            "resources": {"budget": 100},
+        }
+    )
     return org.call("CreateJob", job_service_pb2.CreateJobRequest(body=body), org.jobs)
 
 

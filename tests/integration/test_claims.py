@@ -85,7 +85,8 @@ def creator(jobs: ServiceThread, store: Store) -> Iterator:  # type: ignore[type
         md = mds.setdefault(org, key(store, org, "member"))
         body = struct_pb2.Struct()
         body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
-                     "hyperparameters": {"max_steps": 5}, **spec})  # fmt: skip
+                     "hyperparameters": {"max_steps": 5},
+                     **({} if "resources" in spec else {"resources": {"budget": 100}}), **spec})  # fmt: skip
         job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md, timeout=30)
         for _ in range(200):
             read = stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md, timeout=30)

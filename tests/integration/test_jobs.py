@@ -25,7 +25,11 @@ from tests.support import ServiceThread
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
 from trainyard.training.catalog import Catalog
 
-FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 def reason_of(exc: grpc.RpcError) -> str:

@@ -26,7 +26,11 @@ from services.jobs.service import JobService
 from services.jobs.validation import parse_json_job
 from trainyard.training.catalog import Catalog
 
-FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 def task_dir(

@@ -136,7 +136,11 @@ def test_the_eval_split_is_stable_and_grows_by_identity() -> None:
     assert snap.sha256 == datasets.build_snapshot(rows, "assistant_only").sha256
 
 
-FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+FIXTURE = {
+    "base_model": "fixture-tiny-llm",
+    "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+    "resources": {"budget": 100},
+}
 
 
 @pytest.mark.parametrize(

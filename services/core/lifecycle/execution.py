@@ -18,11 +18,13 @@ from services.core.lifecycle.moves import (
     move_task,
     tasks_of,
 )
+from services.core.money import windows
 from services.core.states import (
     ATTEMPT_TERMINAL,
     TERMINAL,
     JobStatus,
 )
+from services.core.store import utcnow
 from services.core.tables import AttemptRow, JobRow, TaskRow
 
 # -- the executor's side -------------------------------------------------------------------
@@ -38,6 +40,7 @@ def lease(session: Session, job: JobRow, task: TaskRow) -> None:
 def release(session: Session, job: JobRow, task: TaskRow) -> None:
     """The executor gives the task back unrun: open for another claim."""
     move_task(task, T.OPEN)
+    windows.release(session, task_id=task.id, now=utcnow())
     attempt = current_attempt(session, job)
     if task.role == "lead" and attempt.status == A.LEASED:
         move_attempt(session, job, attempt, A.QUEUED)
@@ -119,6 +122,8 @@ def lose(session: Session, job: JobRow, task: TaskRow) -> None:
     """A task silent past its lease: expired; a lost lead fails its job `executor_lost`
     (a run resumes only from its own checkpoint, so it is not moved elsewhere)."""
     move_task(task, T.EXPIRED)
+    # Charged through its last report; what it held beyond that goes back.
+    windows.release(session, task_id=task.id, now=utcnow())
     if job.status in TERMINAL or job.attempt_count != task.attempt_number:
         return
     attempt = current_attempt(session, job)

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from services.core import audit, errors
+from services.core.money import windows
 from services.core.states import (
     ATTEMPT_MOVES,
     ATTEMPT_TERMINAL,
@@ -18,6 +19,7 @@ from services.core.states import (
     JOB_MOVES,
     PREPARATION_MOVES,
     RUN_FAILED,
+    STOPS,
     TASK_ENDED,
     TASK_MOVES,
     TERMINAL,
@@ -120,6 +122,8 @@ def move_job(
         setattr(job, stamp, now)
     if target in TERMINAL:
         job.end_time = now
+        # Any end releases what the job's tasks held beyond what was metered (§10 Ends).
+        windows.release(session, job_id=job.id, now=now)
     if failure:
         job.failure_code, job.failure_category, job.failure_message = failure
     append_event(
@@ -196,5 +200,5 @@ def end_tasks(session: Session, job: JobRow, target: TaskStatus) -> None:
 def failure_of(code: str, *, stopped: bool = False) -> Failure:
     """A failure code with the category and the sentence a user reads for it."""
     if stopped:
-        return (code, *BOUND_REACHED)
+        return (code, *STOPS.get(code, BOUND_REACHED))
     return (code, *FAILURES.get(code, RUN_FAILED))

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Job(_message.Message):
-    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts")
+    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts", "cost_credits", "holding")
     ID_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,8 @@ class Job(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    COST_CREDITS_FIELD_NUMBER: _ClassVar[int]
+    HOLDING_FIELD_NUMBER: _ClassVar[int]
     id: str
     number: int
     project: str
@@ -92,7 +94,17 @@ class Job(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     artifacts: _containers.RepeatedCompositeFieldContainer[JobArtifact]
-    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ...) -> None: ...
+    cost_credits: int
+    holding: Holding
+    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ..., cost_credits: _Optional[int] = ..., holding: _Optional[_Union[Holding, _Mapping]] = ...) -> None: ...
+
+class Holding(_message.Message):
+    __slots__ = ("device_seconds", "micro_cents")
+    DEVICE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
+    device_seconds: int
+    micro_cents: int
+    def __init__(self, device_seconds: _Optional[int] = ..., micro_cents: _Optional[int] = ...) -> None: ...
 
 class Dataset(_message.Message):
     __slots__ = ("uri", "system_prompt", "tags")
@@ -299,20 +311,24 @@ class Outcome(_message.Message):
     def __init__(self, stop_reason: _Optional[str] = ..., downgrades: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Timing(_message.Message):
-    __slots__ = ("total_seconds", "queued_seconds", "preparing_seconds", "training_seconds", "finalizing_seconds", "attempt_count")
+    __slots__ = ("total_seconds", "queued_seconds", "preparing_seconds", "training_seconds", "finalizing_seconds", "attempt_count", "metered_device_seconds", "charged_device_seconds")
     TOTAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     QUEUED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PREPARING_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TRAINING_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FINALIZING_SECONDS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    METERED_DEVICE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CHARGED_DEVICE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     total_seconds: float
     queued_seconds: float
     preparing_seconds: float
     training_seconds: float
     finalizing_seconds: float
     attempt_count: int
-    def __init__(self, total_seconds: _Optional[float] = ..., queued_seconds: _Optional[float] = ..., preparing_seconds: _Optional[float] = ..., training_seconds: _Optional[float] = ..., finalizing_seconds: _Optional[float] = ..., attempt_count: _Optional[int] = ...) -> None: ...
+    metered_device_seconds: int
+    charged_device_seconds: int
+    def __init__(self, total_seconds: _Optional[float] = ..., queued_seconds: _Optional[float] = ..., preparing_seconds: _Optional[float] = ..., training_seconds: _Optional[float] = ..., finalizing_seconds: _Optional[float] = ..., attempt_count: _Optional[int] = ..., metered_device_seconds: _Optional[int] = ..., charged_device_seconds: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("sha256", "kind", "name", "size", "base_sha256", "provenance_record_id", "step", "checkpoint_sha256", "checkpoint_step")

@@ -40,6 +40,14 @@ class CreditWalletRequest(_message.Message):
     name: str
     def __init__(self, payer: _Optional[str] = ..., micro_cents: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
 
+class SetSpendCapRequest(_message.Message):
+    __slots__ = ("project", "micro_cents")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    micro_cents: int
+    def __init__(self, project: _Optional[str] = ..., micro_cents: _Optional[int] = ...) -> None: ...
+
 class ListLedgerEntriesRequest(_message.Message):
     __slots__ = ("page_size", "page_token")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]

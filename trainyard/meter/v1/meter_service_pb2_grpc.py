@@ -58,6 +58,11 @@ class MeterServiceStub:
                 request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.CreditWalletRequest.SerializeToString,
                 response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.FromString,
                 _registered_method=True)
+        self.SetSpendCap = channel.unary_unary(
+                '/trainyard.meter.v1.MeterService/SetSpendCap',
+                request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.SetSpendCapRequest.SerializeToString,
+                response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.FromString,
+                _registered_method=True)
         self.ListLedgerEntries = channel.unary_unary(
                 '/trainyard.meter.v1.MeterService/ListLedgerEntries',
                 request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ListLedgerEntriesRequest.SerializeToString,
@@ -120,6 +125,14 @@ class MeterServiceServicer:
     def CreditWallet(self, request, context):
         """Adds money to a payer's wallet (admin role); the entry's name makes it
         safe to repeat.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSpendCap(self, request, context):
+        """Sets the monthly spend cap of the caller's org, or of one of its projects
+        (admin role); 0 removes it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -188,6 +201,11 @@ def add_MeterServiceServicer_to_server(servicer, server):
             'CreditWallet': grpc.unary_unary_rpc_method_handler(
                     servicer.CreditWallet,
                     request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.CreditWalletRequest.FromString,
+                    response_serializer=trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.SerializeToString,
+            ),
+            'SetSpendCap': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSpendCap,
+                    request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.SetSpendCapRequest.FromString,
                     response_serializer=trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.SerializeToString,
             ),
             'ListLedgerEntries': grpc.unary_unary_rpc_method_handler(
@@ -331,6 +349,33 @@ class MeterService:
             target,
             '/trainyard.meter.v1.MeterService/CreditWallet',
             trainyard_dot_meter_dot_v1_dot_meter__service__pb2.CreditWalletRequest.SerializeToString,
+            trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSpendCap(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.meter.v1.MeterService/SetSpendCap',
+            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.SetSpendCapRequest.SerializeToString,
             trainyard_dot_meter_dot_v1_dot_meter__pb2.Wallet.FromString,
             options,
             channel_credentials,
