@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'size MiB':>9} {'upload MiB/s':>13} {'confirm s':>10} {'download MiB/s':>15}")
     with (
-        running() as (ends, keys),
+        running() as (ends, keys, _),
         Client(ends.gateway_url, keys["member"]) as client,
         tempfile.TemporaryDirectory() as work,
     ):

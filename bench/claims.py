@@ -3,7 +3,9 @@
 - claim latency: a job created over gRPC to the assignment an idle, connected executor
   receives (p50, p99), preparation included;
 - durable report ingestion: metric events per second, each batch acknowledged only
-  after it is committed;
+  after it is committed, on a task the platform runs (metered by the clock and charged
+  to its org's wallet in each report's transaction) beside the same task with its hold
+  removed, so no report meters (the ratio is metering's cost);
 - beside them, a raw gRPC bidirectional ping-pong on the same machine, for scale.
 
     python bench/claims.py [--jobs 30] [--seconds 5]
@@ -19,9 +21,11 @@ import threading
 import time
 
 import grpc
+import sqlalchemy as sa
 from google.protobuf import struct_pb2
 
 from bench.stack import running
+from services.core.store import create_engine
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
@@ -34,11 +38,12 @@ def pct(values: list[float], q: int) -> float:
     )
 
 
-def connect(target: str, key: str, slots: int):  # type: ignore[no-untyped-def]
+def connect(target: str, key: str, slots: int, platform: bool = False):  # type: ignore[no-untyped-def]
     outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] = queue.Queue()
     hello = claim_service_pb2.Hello(
-        machine="bench", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS, slots=slots
-    )
+        machine="bench", platform=platform, bases=["fixture-tiny-llm"], devices=["cpu"],
+        supports=SUPPORTS, slots=slots,
+    )  # fmt: skip
 
     def requests():  # type: ignore[no-untyped-def]
         yield claim_service_pb2.ConnectRequest(hello=hello)
@@ -82,17 +87,26 @@ def claim_latency(target: str, member: str, executor: str, jobs: int) -> list[fl
     return [arrivals[j] - created[j] for j in created]
 
 
-def ingestion(target: str, member: str, executor: str, seconds: float) -> tuple[float, int]:
-    call, outbox = connect(target, executor, slots=1)
+def ingestion(
+    target: str, member: str, platform: str, seconds: float, database_url: str, *, metered: bool
+) -> tuple[float, int]:
+    """Events per second reported on one platform task; `metered` False removes its hold
+    first, so its reports meter and charge nothing."""
+    call, outbox = connect(target, platform, slots=1, platform=True)
     stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
     body = struct_pb2.Struct()
     body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
-                 "resources": {"machines": ["bench"]}})  # fmt: skip
+                 "resources": {"budget": 100}})  # fmt: skip
     stub.CreateJob(
         job_service_pb2.CreateJobRequest(body=body),
         metadata=[("authorization", f"Bearer {member}")],
     )
     assignment = next(m for m in call if m.WhichOneof("kind") == "assignment").assignment
+    if not metered:
+        engine = create_engine(database_url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM holds WHERE task_id = :t"), {"t": assignment.task.id})
+        engine.dispose()
     seq, acked, batch = 0, 0, 500
     began = time.perf_counter()
     while time.perf_counter() - began < seconds:
@@ -152,17 +166,26 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    with running(TRAINYARD_LOCAL_EXECUTOR="0") as (ends, keys):
+    with running(TRAINYARD_LOCAL_EXECUTOR="0") as (ends, keys, config):
         target = f"127.0.0.1:{ends.gateway_port}"
         latencies = claim_latency(target, keys["member"], keys["executor"], args.jobs)
-        rate, events = ingestion(target, keys["member"], keys["executor"], args.seconds)
+        rates = {
+            metered: ingestion(
+                target, keys["member"], keys["platform"], args.seconds, config.database_url,
+                metered=metered,
+            )
+            for metered in (True, False)
+        }  # fmt: skip
     raw = asyncio.run(raw_bidi(args.seconds))
     print(
         f"claim latency, create → assignment ({args.jobs} jobs): "
         f"p50 {pct(latencies, 50):.0f} ms, p99 {pct(latencies, 99):.0f} ms"
     )
+    (metered, events), (bare, _) = rates[True], rates[False]
     print(
-        f"durable report ingestion: {rate:,.0f} events/s ({events} events, 500 a report, acked after commit)"
+        f"durable report ingestion: {metered:,.0f} events/s metered and charged ({events} events, "
+        f"500 a report, acked after commit); {bare:,.0f} events/s without metering; "
+        f"ratio {metered / bare:.2f}"
     )
     print(f"raw gRPC bidi ping-pong on this machine: {raw:,.0f} messages/s")
 

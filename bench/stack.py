@@ -12,8 +12,9 @@ from services.core.config import Config
 
 
 @contextlib.contextmanager
-def running(**env: str) -> Iterator[tuple[Endpoints, dict[str, str]]]:
-    """The stack's endpoints, and keys by role (`member`, `executor`) of the org `bench`."""
+def running(**env: str) -> Iterator[tuple[Endpoints, dict[str, str], Config]]:
+    """The stack's endpoints, keys by role (`member`, `executor`, `platform`) of the org
+    `bench`, and its configuration."""
     with tempfile.TemporaryDirectory() as home:
         config = Config.from_env({"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0", **env})
         with open(Path(home) / "stack.log", "w") as log:
@@ -24,8 +25,8 @@ def running(**env: str) -> Iterator[tuple[Endpoints, dict[str, str]]]:
                     role: ensure_key(
                         config, config.home / f"{role}.key", org="bench", role=role, label="bench"
                     )
-                    for role in ("member", "executor")
+                    for role in ("member", "executor", "platform")
                 }
-                yield endpoints, keys
+                yield endpoints, keys, config
             finally:
                 stack.stop()

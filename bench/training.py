@@ -36,7 +36,7 @@ SPEC = {
 
 
 def through_trainyard(steps: int) -> tuple[float, float, dict]:  # type: ignore[type-arg]
-    with running() as (ends, keys):
+    with running() as (ends, keys, _):
         md = [("authorization", f"Bearer {keys['member']}")]
         stub = job_service_pb2_grpc.JobServiceStub(
             grpc.insecure_channel(f"127.0.0.1:{ends.gateway_port}")

@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,16")
     args = parser.parse_args()
-    with running() as (endpoints, keys):
+    with running() as (endpoints, keys, _):
         levels = [int(c) for c in args.concurrency.split(",")]
         asyncio.run(run(endpoints, keys["member"], args.seconds, levels))
 

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import decimal
 import sys
 
 import click
 
-from services.core import auth, errors
+from services.core import audit, auth, errors
 from services.core.config import Config, ConfigError
-from services.core.store import open_store
+from services.core.money import ledger
+from services.core.store import open_store, utcnow
 
 
 @click.command()
@@ -42,6 +44,39 @@ _CREATE_KEY_HELP = "\n".join(
         *(f"  {role:<9} {line}" for role, line in auth.ROLE_HELP.items()),
     ]
 )
+
+
+@admin.command("credit")
+@click.option("--org", required=True, help="The org whose wallet is credited.")
+@click.option("--amount", required=True, type=decimal.Decimal, help="US dollars, such as 25.00.")
+@click.option(
+    "--name", required=True, help="The credit's name (an invoice id): a repeat is one credit."
+)
+def credit(org: str, amount: decimal.Decimal, name: str) -> None:
+    """Credit an org's wallet; the ledger records it once per name."""
+    if not auth.ORG_PATTERN.match(org):
+        raise click.UsageError("--org must be an org id")
+    micro_cents = amount * 10**8
+    if micro_cents != micro_cents.to_integral_value() or micro_cents <= 0:
+        raise click.UsageError("--amount must be above 0 with at most 8 decimals")
+    config = Config.from_env()
+    store = open_store(config.database_url)
+    try:
+        with store.unit() as session:
+            now = utcnow()
+            wallet = ledger.wallet(session, org, free_cents=config.free_credit_cents, now=now)
+            applied = ledger.post(
+                session, wallet, f"credit/{name}", "credit", int(micro_cents), now=now
+            )
+            if applied:
+                audit.record(
+                    session, "training.wallet.credited", org=org, subject=name, actor="admin-cli",
+                    micro_cents=int(micro_cents),
+                )  # fmt: skip
+            balance = wallet.balance
+    finally:
+        store.dispose()
+    click.echo(f"{'credited' if applied else 'already credited'}; balance ${balance / 10**8:,.4f}")
 
 
 @admin.command("create-key", help=_CREATE_KEY_HELP)

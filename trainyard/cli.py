@@ -118,10 +118,11 @@ def jobs() -> None:
     help="An idempotency key: the same key makes the create safe to repeat.",
 )
 @click.option("--watch", "then_watch", is_flag=True, help="Watch the job after creating it.")
+@click.option("--yes", is_flag=True, help="Create without asking, whatever the estimate.")
 @click.pass_context
 def jobs_create(
     ctx: click.Context, spec_file: Path | None, fixture: bool, max_steps: int | None,
-    idempotency_key: str | None, then_watch: bool,
+    idempotency_key: str | None, then_watch: bool, yes: bool,
 ) -> None:  # fmt: skip
     """Create a job from a JSON spec file, or the fixture job."""
     if bool(spec_file) == fixture:
@@ -134,12 +135,60 @@ def jobs_create(
     if idempotency_key:
         spec["idempotency_key"] = idempotency_key
     with _client(ctx) as client:
+        estimate = client.estimate_job(spec)
+        if estimate.expected.micro_cents:  # a job the platform runs, charged to the wallet
+            click.echo(
+                f"expected {_dollars(estimate.expected.micro_cents)} for "
+                f"{estimate.expected.device_seconds:.0f} device-seconds, at most "
+                f"{_dollars(estimate.authorization_ceiling.micro_cents)} authorized; "
+                f"the budget caps it at {_dollars(estimate.job.resources.budget * 10**6)}",
+                err=True,
+            )
+            if not yes and not click.confirm("Create it?", err=True):
+                raise click.Abort()
         job = client.create_job(spec)
         if then_watch:
             click.echo(f"created {job.id} (number {job.number})", err=True)
             watch.watch(client.watch_job(job.id))
         else:
             _print(job)
+
+
+def _dollars(micro_cents: int) -> str:
+    return f"${micro_cents / 10**8:,.4f}"
+
+
+@main.command()
+@click.pass_context
+def wallet(ctx: click.Context) -> None:
+    """The org's wallet: balance, what live holds commit, this month's spend, caps."""
+    with _client(ctx) as client:
+        found = client.wallet()
+    click.echo(f"balance    {_dollars(found.balance_micro_cents)}")
+    click.echo(f"held       {_dollars(found.held_micro_cents)} in {len(found.holds)} live holds")
+    click.echo(f"available  {_dollars(found.available_micro_cents)}")
+    cap = _dollars(found.spend_cap_micro_cents) if found.spend_cap_micro_cents else "none"
+    click.echo(f"spent      {_dollars(found.spent_micro_cents)} this month (cap {cap})")
+    for hold in found.holds:
+        click.echo(
+            f"  {hold.job_id} {hold.task_id}  {hold.used_seconds}/{hold.held_seconds} "
+            f"device-seconds on {hold.devices}  charged {_dollars(hold.charged_micro_cents)}"
+        )
+
+
+@main.command()
+@click.option("--limit", default=25, show_default=True, help="At most this many entries.")
+@click.pass_context
+def ledger(ctx: click.Context, limit: int) -> None:
+    """The org's ledger, newest first."""
+    with _client(ctx) as client:
+        for count, entry in enumerate(client.ledger(), start=1):
+            click.echo(
+                f"{entry.create_time.ToDatetime():%Y-%m-%d %H:%M:%S}  {entry.kind:<8} "
+                f"{_dollars(entry.micro_cents):>14}  {entry.job_id or '-':<20} {entry.name}"
+            )
+            if count >= limit:
+                break
 
 
 @jobs.command("list")
@@ -153,7 +202,8 @@ def jobs_list(ctx: click.Context, status: str, project: str, limit: int) -> None
         for count, job in enumerate(client.list_jobs(status=status, project=project), start=1):
             click.echo(
                 f"{job.id}  #{job.number:<4} {job.project:<14} {job.status:<11} "
-                f"{job.progress.step}/{job.planned_steps}  {job.base_model}"
+                f"{job.progress.step}/{job.planned_steps}  {job.base_model}  "
+                f"{_dollars(job.cost_credits)}"
             )
             if count >= limit:
                 break

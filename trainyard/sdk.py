@@ -39,6 +39,7 @@ from trainyard.job.v1 import (
     job_service_pb2_grpc,
     model_pb2,
 )
+from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -97,6 +98,7 @@ class Client:
         self._channel = _channel(self.url)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self._channel)
         self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
+        self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -111,7 +113,7 @@ class Client:
         return [("authorization", f"Bearer {self._key}"), *extra.items()]
 
     def _call(self, method: str, request: Any, *, timeout: float | None = None, **md: str) -> Any:
-        stub = self.artifacts if hasattr(self.artifacts, method) else self.jobs
+        stub = next((s for s in (self.artifacts, self.meter) if hasattr(s, method)), self.jobs)
         try:
             return getattr(stub, method)(
                 request, metadata=self._md(**md), timeout=timeout or self._timeout
@@ -328,6 +330,33 @@ class Client:
         return self._call(
             "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job_id)
         )
+
+    # -- money -----------------------------------------------------------------------------
+
+    def wallet(self) -> meter_pb2.Wallet:
+        """The org's wallet: balance, live holds, this month's spend and caps (micro-cents)."""
+        return self._call("GetWallet", meter_service_pb2.GetWalletRequest())
+
+    def ledger(self) -> Iterator[meter_pb2.LedgerEntry]:
+        """The org's ledger entries, newest first, page after page."""
+        token = ""
+        while True:
+            page = self._call(
+                "ListLedgerEntries", meter_service_pb2.ListLedgerEntriesRequest(page_token=token)
+            )
+            yield from page.entries
+            if not (token := page.next_page_token):
+                return
+
+    def rates(self) -> list[meter_pb2.Rate]:
+        return list(self._call("ListRates", meter_service_pb2.ListRatesRequest()).rates)
+
+    def credit(self, payer: str, micro_cents: int, name: str) -> meter_pb2.Wallet:
+        """Credit an org's wallet (operator keys); the same name again is one credit."""
+        request = meter_service_pb2.CreditWalletRequest(
+            payer=payer, micro_cents=micro_cents, name=name
+        )
+        return self._call("CreditWallet", request)
 
 
 def file_sha256(path: Path) -> tuple[str, int]:

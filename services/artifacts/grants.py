@@ -21,6 +21,7 @@ from services.artifacts.retention import Retention
 from services.core import audit, errors
 from services.core.auth import Principal
 from services.core.config import Config
+from services.core.money import storage, windows
 from services.core.store import Store
 from services.core.tables import ObjectRow
 from trainyard.artifact.v1 import artifact_pb2
@@ -116,6 +117,10 @@ class Grants:
                 raise errors.ResourceExhausted(
                     "The org holds too many granted, unconfirmed bytes.", reason="PENDING_LIMIT"
                 )
+            # Its payer must hold a month of what the org keeps with these bytes (§10).
+            storage.admit(
+                session, windows.Policy.of(self._config), org, size, besides=sha256, now=now
+            )
             content_type = CONTENT_TYPES.get(kind, "application/x-tar")
             if row is None:
                 row = store.add_placeholder(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 import grpc
@@ -52,22 +50,9 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         port=port,
     )
 
-    async def sweep_forever(stopping: asyncio.Event) -> None:
-        """The retention sweep, hourly by default."""
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), config.sweep_interval_seconds)
-            if stopping.is_set():
-                return
-            try:
-                expired, lapsed = await asyncio.to_thread(holder["service"].sweep)
-                log.info(
-                    "retention sweep deleted %d expired objects and %d lapsed uploads",
-                    expired,
-                    lapsed,
-                )
-            except Exception:
-                log.exception("retention sweep failed")
+    def sweep() -> str:
+        expired, lapsed = holder["service"].sweep()
+        return f"retention sweep deleted {expired} expired objects and {lapsed} lapsed uploads"
 
-    built.background.append(sweep_forever)
+    built.every(config.sweep_interval_seconds, sweep, "retention sweep")  # hourly by default
     return built

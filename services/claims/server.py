@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 import grpc
@@ -43,17 +41,10 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         port=port,
     )
 
-    async def expire_forever(stopping: asyncio.Event) -> None:
-        """End tasks whose leases lapsed; a few times per lease TTL."""
-        interval = max(0.5, min(5.0, config.lease_ttl_seconds / 4))
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
-            try:
-                if lost := await asyncio.to_thread(holder["service"].expire_leases):
-                    log.info("%d leases lapsed", lost)
-            except Exception:
-                log.exception("lease sweep failed")
+    def expire() -> str | None:
+        lost = holder["service"].expire_leases()
+        return f"{lost} leases lapsed" if lost else None
 
-    built.background.append(expire_forever)
+    # A few times per lease TTL.
+    built.every(max(0.5, min(5.0, config.lease_ttl_seconds / 4)), expire, "lease sweep")
     return built

@@ -5,6 +5,7 @@ graceful SIGTERM (health NOT_SERVING, drain, exit)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -55,6 +56,24 @@ class Service:
     )
     _stopping: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = dataclasses.field(default_factory=list)
+
+    def every(self, seconds: float, work: Callable[[], str | None], what: str) -> None:
+        """Run `work` in a thread every `seconds` until the process stops, logging the line
+        it returns (None: nothing worth a line) or its failure."""
+
+        async def loop(stopping: asyncio.Event) -> None:
+            while not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), seconds)
+                if stopping.is_set():
+                    return
+                try:
+                    if line := await asyncio.to_thread(work):
+                        log.info("%s", line)
+                except Exception:
+                    log.exception("%s failed", what)
+
+        self.background.append(loop)
 
     async def start(self) -> None:
         await self.server.start()

@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2
 from services.core import audit, errors
 from services.core.auth import ORG_PATTERN, Principal
 from services.core.config import Config
-from services.core.money import ledger, rates, windows
+from services.core.money import ledger, rates, storage, windows
 from services.core.money.tables import EntryRow, RateRow, SpendCapRow
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store, retrying, utcnow
@@ -193,6 +193,24 @@ class MeterService:
         more, rows = len(rows) > limit, rows[:limit]
         following = self._tokens.encode({"before": rows[-1].id}, scope) if more else ""
         return [_entry(principal.org, r) for r in rows], following
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def sweep_storage(self) -> tuple[int, int]:
+        """Accrue every payer's storage through now, each in its own transaction; the
+        payers charged and the micro-cents charged in all."""
+        with self._store.unit(write=False) as session:
+            orgs = storage.payers(session)
+        charged = total = 0
+        for org in orgs:
+
+            def work(org: str = org) -> int:
+                with self._store.unit() as session:
+                    return storage.accrue(session, self._policy, org, self._now())
+
+            amount = retrying(work)
+            charged, total = charged + (amount > 0), total + amount
+        return charged, total
 
     # -- prices ----------------------------------------------------------------------------
 

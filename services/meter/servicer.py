@@ -1,7 +1,7 @@
-"""MeterService over gRPC: proto in, domain call, proto out. HoldWindow, ChargeTask,
-ReleaseHold and SweepStorage are not overridden: claims and reports hold and charge inside
-their own transactions (`services.core.money`), so these answer UNIMPLEMENTED in the
-standard error shape until a caller outside ClaimService needs them."""
+"""MeterService over gRPC: proto in, domain call, proto out. HoldWindow, ChargeTask and
+ReleaseHold are not overridden: claims and reports hold and charge inside their own
+transactions (`services.core.money`), so these answer UNIMPLEMENTED in the standard error
+shape until a caller outside ClaimService needs them."""
 
 from __future__ import annotations
 
@@ -61,6 +61,12 @@ class MeterServicer(meter_service_pb2_grpc.MeterServiceServicer):
             )
         )
         return meter_service_pb2.ListLedgerEntriesResponse(entries=entries, next_page_token=token)
+
+    async def SweepStorage(
+        self, request: meter_service_pb2.SweepStorageRequest, ctx: Ctx
+    ) -> meter_service_pb2.SweepStorageResponse:
+        payers, total = await asyncio.to_thread(self._service.sweep_storage)
+        return meter_service_pb2.SweepStorageResponse(payers=payers, micro_cents=total)
 
     async def EstimatePrice(
         self, request: meter_service_pb2.EstimatePriceRequest, ctx: Ctx

@@ -1,6 +1,7 @@
 """kill -9 of each part of the stack in the middle of a training job, on SQLite and on
-PostgreSQL: every service, Envoy and SeaweedFS come back and the job succeeds whole; a
-killed executor loses its job within the lease, as it must."""
+PostgreSQL: every service, Envoy and SeaweedFS come back and the job succeeds whole and
+charged exactly what was metered, once; a killed executor loses its job within the lease,
+as it must."""
 
 from __future__ import annotations
 
@@ -120,6 +121,35 @@ def test_a_job_survives_a_part_killed_mid_training(stack: StackProcess, part: st
     artifact = client.get(f"/v1/train/artifacts/{sha256}").json()
     body = httpx.get(artifact["url"], headers=artifact["headers"], timeout=60)
     assert hashlib.sha256(body.raise_for_status().content).hexdigest() == sha256
+    assert_charged_once(stack, client, job)
+
+
+def assert_charged_once(stack: StackProcess, client: httpx.Client, job: dict) -> None:  # type: ignore[type-arg]
+    """Money through the crash (HIP-1333 §10): each hold charged exactly the seconds the
+    clock metered at the claim's rate, the ledger holding each charge once, nothing held."""
+    engine = create_engine(stack.database_url)
+    with engine.connect() as conn:
+        holds = conn.execute(
+            sa.text(
+                "SELECT used_seconds, rate, charged_micro_cents, status FROM holds WHERE job_id = :j"
+            ),
+            {"j": job["id"]},
+        ).all()
+    engine.dispose()
+    assert holds and all(h.status == "released" for h in holds)
+    assert all(h.charged_micro_cents == h.used_seconds * h.rate // 3600 for h in holds)
+    assert sum(h.used_seconds for h in holds) == job["timing"]["charged_device_seconds"] > 0
+    cost = int(job["cost_credits"])
+    assert cost == sum(h.charged_micro_cents for h in holds)
+    entries, token = [], ""
+    while True:
+        page = client.get("/v1/train/ledger", params={"page_size": 100, "page_token": token}).json()
+        entries += page["entries"]
+        if not (token := page.get("next_page_token")):
+            break
+    assert sum(-int(e["micro_cents"]) for e in entries if e["kind"] == "compute") == cost
+    wallet = client.get("/v1/train/wallet").json()
+    assert int(wallet["balance_micro_cents"]) == 1000 * 10**6 - cost and not wallet.get("holds")
 
 
 def test_a_killed_executor_loses_its_job_within_the_lease(stack: StackProcess) -> None:

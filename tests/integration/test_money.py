@@ -5,8 +5,10 @@ ends release what was held, and a payer weighs every live hold (HIP-1333 §10)."
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime as dt
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,12 @@ from services.claims.reports import Reports
 from services.core import errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.money import ledger, rates, windows
+from services.core.money import ledger, rates, storage, windows
 from services.core.money.tables import EntryRow, HoldRow, PostingRow, WalletRow
+from services.core.pagetoken import PageTokens
 from services.core.store import Store
-from services.core.tables import AttemptRow, JobRow, TaskRow
+from services.core.tables import AttemptRow, JobRow, ObjectRow, TaskRow
+from services.meter.service import MeterService
 from trainyard.claim.v1 import task_pb2
 
 PLATFORM = Principal("key_platform0000000", "platform", "platform")
@@ -298,3 +302,77 @@ def test_any_end_releases_what_the_job_held(bench: Bench) -> None:
     with bench.store.unit(write=False) as session:
         assert windows.live_holds(session, "acme") == []
     assert bench.balance() == 100 * 10**6 - rates.cost(40, CPU)
+
+
+def test_storage_is_charged_by_the_gb_month_once_per_span(bench: Bench, tmp_path: Path) -> None:
+    service = MeterService(
+        bench.store, Config(home=tmp_path, database_url="", free_credit_cents=0),
+        PageTokens(b"k" * 32), clock=bench.clock,
+    )  # fmt: skip
+    bench.credit(100)
+    with bench.store.unit() as session:
+        for n, status in enumerate(("stored", "pending")):  # bytes pending are not charged
+            session.add(
+                ObjectRow(
+                    org="acme", sha256=f"{n:064x}", id=ids.new_id("obj"), size=10 * storage.GB,
+                    kind="dataset", name="d", status=status, create_time=bench.clock(),
+                )
+            )  # fmt: skip
+    assert service.sweep_storage() == (0, 0)  # the first sweep sets the watermark
+    bench.clock.advance(3600)
+    # 10 GB for an hour at $0.02 a GB-month (30 days): 27,777 micro-cents.
+    assert service.sweep_storage() == (1, 10 * 2_000_000 * 3600 // storage.MONTH_SECONDS)
+    assert service.sweep_storage() == (0, 0)  # the span is charged; nothing new since
+    with bench.store.unit() as session:
+        session.get(ObjectRow, ("acme", f"{0:064x}")).status = "deleted"
+    bench.clock.advance(3600)
+    assert service.sweep_storage() == (0, 0)  # deleted: no longer charged
+    with bench.store.unit(write=False) as session:
+        spans = session.scalars(sa.select(EntryRow.span).where(EntryRow.kind == "storage")).all()
+    assert len(spans) == 1 and spans[0].count("/") == 1
+    assert bench.balance() == 100 * 10**6 - 27_777
+    books_balance(bench.store)
+
+
+def test_a_grant_needs_a_payer_that_holds_a_month_of_what_the_org_keeps(bench: Bench) -> None:
+    policy = windows.Policy()
+    bench.credit(1)  # one cent: a month of 0.5 GB, not of 1 GB
+    with bench.store.unit() as session:
+        storage.admit(session, policy, "acme", storage.GB // 2, besides="", now=bench.clock())
+    with pytest.raises(errors.DomainError) as refused, bench.store.unit() as session:
+        storage.admit(session, policy, "acme", storage.GB, besides="", now=bench.clock())
+    assert refused.value.reason == "INSUFFICIENT_BALANCE"
+
+
+def test_a_client_operation_is_charged_its_engine_seconds_once(bench: Bench) -> None:
+    bench.credit(1)
+    for _ in range(3):  # a retried call keeps its sequence number
+        with bench.store.unit() as session:
+            windows.charge_client(
+                session, windows.Policy(), org="acme", client_id="cli_0123456789abcdef", seq=7,
+                engine_seconds=2.5, now=bench.clock(),
+            )  # fmt: skip
+    assert bench.balance() == 10**6 - int(2.5 * rates.CLIENT_SECOND)
+    books_balance(bench.store)
+
+
+def test_two_reports_never_weigh_one_balance_at_once(bench: Bench) -> None:
+    # Two tasks of one payer each hold a window; the wallet holds one more window, not two.
+    with bench.store.unit() as session:
+        wallet = ledger.wallet(session, "acme", free_cents=0, now=bench.clock())
+        ledger.post(session, wallet, "credit/some", "credit", 2_100_000, now=bench.clock())
+    bench.job(budget=100)
+    bench.job(budget=100)
+    answers = [bench.claim(), bench.claim()]
+    bench.clock.advance(200)  # 100 s left each: both ask for their next window at once
+    start = threading.Barrier(2)
+
+    def report(answer):  # type: ignore[no-untyped-def]
+        start.wait()
+        return bench.report(answer).held
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        held = sorted(pool.map(report, answers))
+    assert held == [300, 600]
+    with bench.store.unit(write=False) as session:
+        assert windows.available(session, session.get(WalletRow, "acme")) >= 0

@@ -294,3 +294,29 @@ def _bounds_of(resources: job_pb2.Resources) -> tuple[int | None, int | None]:
     seconds = resources.max_seconds if resources.HasField("max_seconds") else None
     budget = resources.budget * MICRO_CENTS_PER_CENT if resources.HasField("budget") else None
     return seconds, budget
+
+
+# -- clients ---------------------------------------------------------------------------------
+
+
+def charge_client(
+    session: Session,
+    policy: Policy,
+    *,
+    org: str,
+    client_id: str,
+    seq: int,
+    engine_seconds: float,
+    now: dt.datetime,
+) -> int:
+    """Charge one forwarded client operation that succeeded by its engine-seconds at the
+    `client-second` rate (HIP-1333 §10), named by the client and the call's sequence
+    number so a retried call is charged once; what it charged."""
+    per_second = rates.rate(session, rates.CLIENT)[0]
+    amount = int(engine_seconds * per_second)
+    wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now)
+    applied = amount > 0 and ledger.post(
+        session, wallet, f"client/{client_id}/{seq}", "client", -amount, now=now,
+        quantity=engine_seconds,
+    )  # fmt: skip
+    return amount if applied else 0
