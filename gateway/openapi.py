@@ -136,11 +136,9 @@ REASONS: Mapping[str, tuple[str, ...]] = {
     "trainyard.claim.v1.ClaimService.ReadTaskInput": ("LEASE_LOST",),
 }  # fmt: skip
 # Whole services whose every method meets a reason: the training clients answer
-# `UNIMPLEMENTED` until their engine is built (issue 15), and the meter's servicer serves
-# none of its methods yet.
+# `UNIMPLEMENTED` until their engine is built (issue 15).
 SERVICE_REASONS: Mapping[str, tuple[str, ...]] = {
     "trainyard.client.v1.ClientService": ("UNIMPLEMENTED",),
-    "trainyard.meter.v1.MeterService": ("UNIMPLEMENTED",),
 }
 # The method whose refusals take the status a retry meets (`rest.AT_RETRY`), as
 # services/core/rpc.py renders them.

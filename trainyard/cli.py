@@ -155,7 +155,8 @@ def jobs_create(
 
 
 def _dollars(micro_cents: int) -> str:
-    return f"${micro_cents / 10**8:,.4f}"
+    sign = "-" if micro_cents < 0 else ""
+    return f"{sign}${abs(micro_cents) / 10**8:,.4f}"
 
 
 @main.command()

@@ -190,9 +190,9 @@ class MeterService:
             query = query.where(EntryRow.id < int(position["before"]))
         with self._store.unit(write=False) as session:
             rows = list(session.scalars(query.order_by(EntryRow.id.desc()).limit(limit + 1)))
-        more, rows = len(rows) > limit, rows[:limit]
-        following = self._tokens.encode({"before": rows[-1].id}, scope) if more else ""
-        return [_entry(principal.org, r) for r in rows], following
+            more, rows = len(rows) > limit, rows[:limit]
+            following = self._tokens.encode({"before": rows[-1].id}, scope) if more else ""
+            return [_entry(principal.org, r) for r in rows], following
 
     # -- storage ---------------------------------------------------------------------------
 

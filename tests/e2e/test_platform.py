@@ -139,7 +139,7 @@ def test_an_unknown_query_parameter_is_refused(stack: StackProcess, member_key: 
 def test_a_method_not_served_yet_is_unimplemented_in_the_standard_shape(
     stack: StackProcess, member_key: str
 ) -> None:
-    r = httpx.get(f"{stack.url}/v1/train/rates", headers=bearer(member_key))
+    r = httpx.get(f"{stack.url}/v1/train/clients", headers=bearer(member_key))
     assert r.status_code == 501
     assert reason(r) == "UNIMPLEMENTED"
 

@@ -176,7 +176,7 @@ def test_a_retry_runs_the_snapshot_after_its_upload_is_deleted(short_stack: Stac
     ).raise_for_status()
     assert client.post(f"/v1/train/artifacts/{sha256}/confirm").status_code == 200
     body = {"base_model": "fixture-tiny-llm", "dataset": {"uri": f"artifact:{sha256}"},
-            "hyperparameters": {"max_steps": 6}}  # fmt: skip
+            "hyperparameters": {"max_steps": 6}, "resources": {"budget": 100}}  # fmt: skip
     job = wait_for_job(client, client.post("/v1/train/jobs", json=body).json()["id"], ended)
     assert job["status"] == "succeeded"
     refused = client.post(f"/v1/train/jobs/{job['id']}/retry", headers={"Idempotency-Key": "again"})

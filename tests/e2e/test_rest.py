@@ -107,7 +107,8 @@ def test_an_upload_in_use_is_409(api: httpx.Client) -> None:
     ).json()
     httpx.put(grant["upload"]["url"], content=rows, headers=grant["upload"]["headers"])
     assert api.post(f"/v1/train/artifacts/{sha256}/confirm").status_code == 200
-    job = {"base_model": "fixture-tiny-llm", "dataset": {"uri": f"artifact:{sha256}"}}
+    job = {"base_model": "fixture-tiny-llm", "dataset": {"uri": f"artifact:{sha256}"},
+           "resources": {"budget": 100}}  # fmt: skip
     assert api.post("/v1/train/jobs", json=job).status_code == 200
     busy = api.delete(f"/v1/train/artifacts/{sha256}")
     assert busy.status_code == 409 and reason(busy) == "IN_USE"

@@ -36,6 +36,8 @@ INTERNAL = {
     "ListPublished",
 }
 DEPLOYMENT = {"SweepArtifacts", "SweepStorage", "SetRate", "CreditWallet", "CreateTrainingClient"}
+# An org's administrators cap its spend; the operator may too.
+ORG_ADMIN = {"SetSpendCap"}
 
 
 def may_call(role: str, method: str) -> bool:
@@ -47,6 +49,8 @@ def may_call(role: str, method: str) -> bool:
         return role == "platform"
     if method in DEPLOYMENT:
         return role == "operator"
+    if method in ORG_ADMIN:
+        return role in ("admin", "operator")
     return role in ("member", "admin", "operator")
 
 
