@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import queue
 import statistics
 import threading
@@ -62,11 +63,12 @@ def claim_latency(target: str, member: str, executor: str, jobs: int) -> list[fl
     done = threading.Event()
 
     def listen() -> None:
-        for message in call:
-            if message.WhichOneof("kind") == "assignment":
-                arrivals[message.assignment.job.id] = time.perf_counter()
-                if len(arrivals) >= jobs:
-                    done.set()
+        with contextlib.suppress(grpc.RpcError):  # the stream cancelled once all arrived
+            for message in call:
+                if message.WhichOneof("kind") == "assignment":
+                    arrivals[message.assignment.job.id] = time.perf_counter()
+                    if len(arrivals) >= jobs:
+                        done.set()
 
     threading.Thread(target=listen, daemon=True).start()
     stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
