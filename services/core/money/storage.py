@@ -12,7 +12,6 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from services.core import errors
 from services.core.money import ledger, rates, windows
 from services.core.money.tables import WalletRow
 from services.core.tables import ObjectRow
@@ -22,10 +21,11 @@ GB = 10**9
 MONTH_SECONDS = 30 * 86_400
 
 
-def held_bytes(session: Session, org: str, status: str) -> int:
+def held_bytes(session: Session, org: str, status: str, *, besides: str = "") -> int:
+    """The bytes of the org's objects in `status`, but for the object `besides`."""
     total = session.scalar(
         sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
-            ObjectRow.org == org, ObjectRow.status == status
+            ObjectRow.org == org, ObjectRow.status == status, ObjectRow.sha256 != besides
         )
     )
     return int(total or 0)
@@ -77,22 +77,8 @@ def admit(
 ) -> None:
     """Refuse a grant whose payer cannot hold a month of what the org keeps, has pending
     (but for the object `besides`, being granted again) and declares."""
-    pending = session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
-            ObjectRow.org == org, ObjectRow.status == "pending", ObjectRow.sha256 != besides
-        )
-    )
-    size = held_bytes(session, org, "stored") + int(pending or 0) + declared
-    month = span_price(size, rates.rate(session, rates.STORAGE)[0], MONTH_SECONDS)
+    size = held_bytes(session, org, "stored") + held_bytes(session, org, "pending", besides=besides)
+    month = span_price(size + declared, rates.rate(session, rates.STORAGE)[0], MONTH_SECONDS)
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now)
     refusal = windows.weigh(session, wallet, month, project="", now=now)
-    if refusal == "insufficient_balance":
-        raise errors.FailedPrecondition(
-            "The wallet cannot hold a month of the org's storage with these bytes; add credit.",
-            reason="INSUFFICIENT_BALANCE",
-        )
-    if refusal == "spend_cap":
-        raise errors.FailedPrecondition(
-            "A month of the org's storage with these bytes would pass the monthly spend cap.",
-            reason="SPEND_CAP_EXCEEDED",
-        )
+    windows.refuse(refusal, "a month of the org's storage with these bytes")

@@ -278,14 +278,19 @@ def admit(
     refusal = weigh(
         session, wallet, cost(max(window, 1), rate), project=project, now=now, alone=True
     )
+    refuse(refusal, "the job's first window")
+
+
+def refuse(refusal: str, what: str) -> None:
+    """Raise a weighing's refusal with the money wire's reason (HIP-1333 §3), naming what
+    the wallet was asked to hold."""
     if refusal == "insufficient_balance":
         raise errors.FailedPrecondition(
-            "The wallet cannot hold the job's first window; add credit.",
-            reason="INSUFFICIENT_BALANCE",
+            f"The wallet cannot hold {what}; add credit.", reason="INSUFFICIENT_BALANCE"
         )
     if refusal == "spend_cap":
         raise errors.FailedPrecondition(
-            "The job's first window would pass a monthly spend cap.",
+            f"{what[0].upper()}{what[1:]} would pass a monthly spend cap.",
             reason="SPEND_CAP_EXCEEDED",
         )
 
