@@ -5,13 +5,14 @@ here writes."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 
 from services.core import errors
 from services.core.auth import Principal
 from services.core.pagetoken import PageTokens, page_size
 from services.core.states import JobStatus
 from services.core.store import Store
-from services.jobs import spec, store, view
+from services.jobs import series, spec, store, view
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
 
 MAX_DATASET_PAGE = 200
@@ -102,18 +103,40 @@ class JobReads:
             return row.version, row.status
 
     def metrics(
-        self, principal: Principal, job_id: str, *, names: list[str], after_step: int
+        self,
+        principal: Principal,
+        job_id: str,
+        *,
+        names: list[str],
+        after_step: int,
+        max_points: int = 0,
     ) -> list[event_pb2.MetricSeries]:
-        """One series per metric name, its points after `after_step`."""
+        """One series per metric name, its points after `after_step`, each cut to at most
+        `max_points` (0: every point)."""
+        if max_points and not series.MIN_POINTS <= max_points <= series.MAX_POINTS:
+            raise errors.ValidationError(
+                "max_points", f"must be 0 or from {series.MIN_POINTS} to {series.MAX_POINTS:,}"
+            )
         with self._store.unit(write=False) as session:
             row = store.owned_job(session, principal.org, job_id)
-            series: dict[str, event_pb2.MetricSeries] = {}
-            for point in store.metric_points(session, row.id, names=names, after_step=after_step):
-                out = series.setdefault(point.name, event_pb2.MetricSeries(name=point.name))
-                out.points.add(
-                    step=point.step, value=point.value, create_time=view.ts(point.create_time)
+            points = store.metric_points(session, row.id, names=names, after_step=after_step)
+        out: list[event_pb2.MetricSeries] = []
+        for name, group in itertools.groupby(points, key=lambda p: p.name):
+            kept = list(group)
+            if max_points:
+                kept = series.downsample(kept, max_points, value=lambda p: p.value)
+            out.append(
+                event_pb2.MetricSeries(
+                    name=name,
+                    points=[
+                        event_pb2.MetricPoint(
+                            step=p.step, value=p.value, create_time=view.ts(p.create_time)
+                        )
+                        for p in kept
+                    ],
                 )
-            return list(series.values())
+            )
+        return out
 
     def attempts(self, principal: Principal, job_id: str) -> list[attempt_pb2.Attempt]:
         with self._store.unit(write=False) as session:

@@ -88,9 +88,17 @@ class JobService:
         return self.reads.job_version(principal, job_id)
 
     def metrics(
-        self, principal: Principal, job_id: str, *, names: list[str], after_step: int
+        self,
+        principal: Principal,
+        job_id: str,
+        *,
+        names: list[str],
+        after_step: int,
+        max_points: int = 0,
     ) -> list[event_pb2.MetricSeries]:
-        return self.reads.metrics(principal, job_id, names=names, after_step=after_step)
+        return self.reads.metrics(
+            principal, job_id, names=names, after_step=after_step, max_points=max_points
+        )
 
     def attempts(self, principal: Principal, job_id: str) -> list[attempt_pb2.Attempt]:
         return self.reads.attempts(principal, job_id)

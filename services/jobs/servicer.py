@@ -189,6 +189,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 request.id,
                 names=list(request.names),
                 after_step=request.after_step,
+                max_points=request.max_points,
             )
         )
         return job_service_pb2.ListJobMetricsResponse(series=series)

@@ -219,14 +219,16 @@ def job_artifacts(
 
 def metric_points(
     session: Session, job_id: str, *, names: list[str], after_step: int
-) -> Sequence[MetricRow]:
-    """By name, then attempt, then step."""
-    query = sa.select(MetricRow).where(MetricRow.job_id == job_id, MetricRow.step > after_step)
+) -> Sequence[sa.Row[tuple[str, int, float, dt.datetime]]]:
+    """(name, step, value, create_time) by name, then attempt, then step: plain rows, so a
+    series of 100,000 points reads without building an object per point."""
+    m = MetricRow
+    query = sa.select(m.name, m.step, m.value, m.create_time).where(
+        m.job_id == job_id, m.step > after_step
+    )
     if names:
-        query = query.where(MetricRow.name.in_(names))
-    return session.scalars(
-        query.order_by(MetricRow.name, MetricRow.attempt_number, MetricRow.step)
-    ).all()
+        query = query.where(m.name.in_(names))
+    return session.execute(query.order_by(m.name, m.attempt_number, m.step)).all()
 
 
 def attempts(session: Session, job_id: str) -> Sequence[AttemptRow]:

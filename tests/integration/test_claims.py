@@ -137,6 +137,41 @@ def test_an_executor_claims_its_orgs_job_on_its_machine_and_reports(
     assert list(values) == [2.5, 2.0, 1.5]
 
 
+def test_a_long_series_reads_cut_to_a_chart_with_its_ends_and_spike(
+    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "accepted"), status(2, "running"))
+    steps = 20_000
+    values = {step: 10.0 / step for step in range(1, steps + 1)}
+    values[12_345] = 99.0
+    for first in range(1, steps + 1, 500):
+        wire.report(
+            claimed, *(metric(step + 2, step, values[step]) for step in range(first, first + 500))
+        )
+
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    md = key(store, "acme", "member")
+
+    def read(max_points: int) -> list[tuple[int, float]]:
+        request = job_service_pb2.ListJobMetricsRequest(
+            id=job.id, names=["loss"], max_points=max_points
+        )
+        (series,) = stub.ListJobMetrics(request, metadata=md, timeout=30).series
+        return [(p.step, p.value) for p in series.points]
+
+    assert read(0) == sorted(values.items())
+    cut = read(300)
+    assert len(cut) <= 300 and cut[0] == (1, 10.0) and cut[-1] == (steps, values[steps])
+    assert (12_345, 99.0) in cut and [s for s, _ in cut] == sorted(s for s, _ in cut)
+    with pytest.raises(grpc.RpcError) as caught:
+        read(4)
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert info_of(caught.value)["field"] == "max_points"
+
+
 def test_a_report_as_hip_1333_writes_it_carries_no_seq_and_is_numbered_on_arrival(
     creator, claims: ServiceThread, store: Store
 ) -> None:  # type: ignore[no-untyped-def]

@@ -131,14 +131,16 @@ class WatchJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., event: _Optional[_Union[_event_pb2.JobEvent, _Mapping]] = ..., caught_up: _Optional[bool] = ...) -> None: ...
 
 class ListJobMetricsRequest(_message.Message):
-    __slots__ = ("id", "names", "after_step")
+    __slots__ = ("id", "names", "after_step", "max_points")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     AFTER_STEP_FIELD_NUMBER: _ClassVar[int]
+    MAX_POINTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     names: _containers.RepeatedScalarFieldContainer[str]
     after_step: int
-    def __init__(self, id: _Optional[str] = ..., names: _Optional[_Iterable[str]] = ..., after_step: _Optional[int] = ...) -> None: ...
+    max_points: int
+    def __init__(self, id: _Optional[str] = ..., names: _Optional[_Iterable[str]] = ..., after_step: _Optional[int] = ..., max_points: _Optional[int] = ...) -> None: ...
 
 class ListJobMetricsResponse(_message.Message):
     __slots__ = ("series",)
