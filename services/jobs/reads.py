@@ -110,22 +110,26 @@ class JobReads:
         names: list[str],
         after_step: int,
         max_points: int = 0,
-    ) -> list[event_pb2.MetricSeries]:
+    ) -> job_service_pb2.ListJobMetricsResponse:
         """One series per metric name, its points after `after_step`, each cut to at most
-        `max_points` (0: every point)."""
+        `max_points` (0: every point), and the event seq they were read at."""
         if max_points and not series.MIN_POINTS <= max_points <= series.MAX_POINTS:
             raise errors.ValidationError(
                 "max_points", f"must be 0 or from {series.MIN_POINTS} to {series.MAX_POINTS:,}"
             )
         with self._store.unit(write=False) as session:
             row = store.owned_job(session, principal.org, job_id)
+            # The seq first: a report committed between the two reads adds points this
+            # answer carries and its events repeat, never points neither has.
+            answer = job_service_pb2.ListJobMetricsResponse(
+                next_after=store.last_event_seq(session, row.id)
+            )
             points = store.metric_points(session, row.id, names=names, after_step=after_step)
-        out: list[event_pb2.MetricSeries] = []
         for name, group in itertools.groupby(points, key=lambda p: p.name):
             kept = list(group)
             if max_points:
                 kept = series.downsample(kept, max_points, value=lambda p: p.value)
-            out.append(
+            answer.series.append(
                 event_pb2.MetricSeries(
                     name=name,
                     points=[
@@ -136,7 +140,7 @@ class JobReads:
                     ],
                 )
             )
-        return out
+        return answer
 
     def attempts(self, principal: Principal, job_id: str) -> list[attempt_pb2.Attempt]:
         with self._store.unit(write=False) as session:

@@ -95,7 +95,7 @@ class JobService:
         names: list[str],
         after_step: int,
         max_points: int = 0,
-    ) -> list[event_pb2.MetricSeries]:
+    ) -> job_service_pb2.ListJobMetricsResponse:
         return self.reads.metrics(
             principal, job_id, names=names, after_step=after_step, max_points=max_points
         )

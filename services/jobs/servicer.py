@@ -183,7 +183,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def ListJobMetrics(
         self, request: job_service_pb2.ListJobMetricsRequest, ctx: Ctx
     ) -> job_service_pb2.ListJobMetricsResponse:
-        series = await asyncio.to_thread(
+        return await asyncio.to_thread(
             lambda: self._service.metrics(
                 context.principal(),
                 request.id,
@@ -192,7 +192,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 max_points=request.max_points,
             )
         )
-        return job_service_pb2.ListJobMetricsResponse(series=series)
 
     async def ListJobAttempts(
         self, request: job_service_pb2.ListJobAttemptsRequest, ctx: Ctx

@@ -200,6 +200,12 @@ def events_after(session: Session, job_id: str, after: int, limit: int) -> Seque
     ).all()
 
 
+def last_event_seq(session: Session, job_id: str) -> int:
+    return (
+        session.scalar(sa.select(sa.func.max(EventRow.seq)).where(EventRow.job_id == job_id)) or 0
+    )
+
+
 def job_artifacts(
     session: Session, org: str, job_id: str, now: dt.datetime
 ) -> list[tuple[JobArtifactRow, ObjectRow]]:

@@ -159,7 +159,12 @@ def test_a_long_series_reads_cut_to_a_chart_with_its_ends_and_spike(
         request = job_service_pb2.ListJobMetricsRequest(
             id=job.id, names=["loss"], max_points=max_points
         )
-        (series,) = stub.ListJobMetrics(request, metadata=md, timeout=30).series
+        answer = stub.ListJobMetrics(request, metadata=md, timeout=30)
+        # Where a chart goes on following the job's events: after the last one there is.
+        events = job_service_pb2.ListJobEventsRequest(id=job.id, after=answer.next_after - 1)
+        (last,) = stub.ListJobEvents(events, metadata=md, timeout=30).events
+        assert last.seq == answer.next_after
+        (series,) = answer.series
         return [(p.step, p.value) for p in series.points]
 
     assert read(0) == sorted(values.items())

@@ -143,10 +143,12 @@ class ListJobMetricsRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., names: _Optional[_Iterable[str]] = ..., after_step: _Optional[int] = ..., max_points: _Optional[int] = ...) -> None: ...
 
 class ListJobMetricsResponse(_message.Message):
-    __slots__ = ("series",)
+    __slots__ = ("series", "next_after")
     SERIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_FIELD_NUMBER: _ClassVar[int]
     series: _containers.RepeatedCompositeFieldContainer[_event_pb2.MetricSeries]
-    def __init__(self, series: _Optional[_Iterable[_Union[_event_pb2.MetricSeries, _Mapping]]] = ...) -> None: ...
+    next_after: int
+    def __init__(self, series: _Optional[_Iterable[_Union[_event_pb2.MetricSeries, _Mapping]]] = ..., next_after: _Optional[int] = ...) -> None: ...
 
 class ListJobAttemptsRequest(_message.Message):
     __slots__ = ("id",)
