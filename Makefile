@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
-BUF := node_modules/.bin/buf
+# npm installs buf (proto lint) and uPlot, the console's chart, which Envoy serves.
+NODE := node_modules/.installed
 
 .PHONY: up test lint gen check-gen bench clean
 
@@ -16,23 +17,31 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -qq -e '.[dev]' --config-settings editable_mode=compat
 	@rm -f $(VENV)/.installed-*; touch $@
 
-$(BUF): package.json package-lock.json
+$(NODE): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-up: $(STAMP)
+# The console's browser tests drive Debian's chromium.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+up: $(STAMP) $(NODE)
 	$(BIN)/trainyard up
 
-test: $(STAMP)
+test: $(STAMP) $(NODE) $(CHROMIUM)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: $(STAMP) $(BUF)
+lint: $(STAMP) $(NODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy services infra gateway executor trainyard
-	$(BUF) lint
+	node_modules/.bin/buf lint
 	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
-	  $(BUF) breaking --against '.git#branch=main'; fi
+	  node_modules/.bin/buf breaking --against '.git#branch=main'; fi
 
 gen: $(STAMP)
 	PYTHON=$(BIN)/python infra/gen-protos.sh

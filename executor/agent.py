@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from executor.metrics import ExecutorMetrics
 from executor.runner import PATIENCE_SECONDS, TaskRunner
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
@@ -57,9 +58,11 @@ class AgentConfig:
 
 
 class Agent:
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, metrics: ExecutorMetrics | None = None) -> None:
         self.config = config
         self.runners: dict[str, TaskRunner] = {}
+        self.metrics = metrics or ExecutorMetrics()
+        self.metrics.tasks_running.set_function(lambda: len(self.runners))
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._channel = _channel(config.url)
@@ -89,6 +92,7 @@ class Agent:
                     raise
                 log.warning("stream to the claim service broke (%s); reconnecting", code.name)
             self.connected.clear()
+            self.metrics.connected.set(0)
             if time.monotonic() - started > 10:
                 backoff = 0.5
             self._stopping.wait(backoff)
@@ -170,12 +174,15 @@ class Agent:
                         events=[events.to_proto(e) for e in batch],
                     )
                     outbox.put(claim_service_pb2.ConnectRequest(report=report))
+                    self.metrics.reports.inc()
+                    self.metrics.events.inc(len(batch))
             time.sleep(TICK)
 
     def _dispatch(self, message: claim_service_pb2.ConnectResponse) -> None:
         kind = message.WhichOneof("kind")
         if kind == "welcome":
             self.connected.set()
+            self.metrics.connected.set(1)
             for task_id in message.welcome.lost:
                 self._drop(task_id, kill=True)
         elif kind == "assignment":
@@ -214,7 +221,8 @@ class Agent:
                 log.warning("task %s: a report was refused (%s)", ack.task, ack.reason)
                 runner.rewind(backoff=True)
             return
-        runner.acknowledge(ack.seq)
+        for waited in runner.acknowledge(ack.seq):
+            self.metrics.report_lag.observe(waited)
         self._note("acked", ack.task, seq=ack.seq, status=ack.status)
         if ack.cancel:
             runner.cancel(grace=60)

@@ -57,6 +57,9 @@ def executor(
     if machine:
         config.machine = machine
     agent = Agent(config)
+    # The supervisor names a loopback port; an executor started by hand serves none.
+    if port := os.environ.get("TRAINYARD_METRICS_PORT", "").strip():
+        agent.metrics.serve(int(port))
     signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     logging.getLogger(__name__).info("executor %s connecting to %s", config.machine, config.url)
     try:

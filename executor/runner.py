@@ -96,6 +96,8 @@ class TaskRunner:
         self._env, self._patience = env or {}, patience
         self._lock = threading.Lock()
         self._events: list[Event] = []
+        # When each event was made (monotonic), for the report lag.
+        self._made: list[float] = []
         self.acked = 0
         self._sent = 0
         self._refusals = 0
@@ -125,6 +127,7 @@ class TaskRunner:
         """Number the event after the task's others and keep it until acknowledged."""
         with self._lock:
             self._events.append(dataclasses.replace(event, seq=len(self._events) + 1))
+            self._made.append(time.monotonic())
 
     def unsent(self) -> list[Event]:
         """Events not yet sent on this connection (after a reconnect, all unacknowledged);
@@ -153,10 +156,15 @@ class TaskRunner:
                 pause = min(30.0, 0.5 * 2 ** min(self._refusals, 6))
                 self._hold_until = time.monotonic() + pause
 
-    def acknowledge(self, seq: int) -> None:
+    def acknowledge(self, seq: int) -> list[float]:
+        """Mark the events through `seq` committed; the seconds each newly committed one
+        waited since it was made (none for an acknowledgement already had)."""
+        now = time.monotonic()
         with self._lock:
+            waited = [now - made for made in self._made[self.acked : seq]]
             self.acked = max(self.acked, seq)
             self._refusals = 0
+            return waited
 
     @property
     def drained(self) -> bool:

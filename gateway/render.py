@@ -16,6 +16,29 @@ TEMPLATE = HERE / "envoy.yaml.tmpl"
 LUA = HERE / "rest.lua"
 OPENAPI = HERE / "openapi.json"
 
+# The console (gateway/console/): Envoy answers each file from memory, read at config load.
+# uPlot comes from npm (`npm ci`, which `make up` runs); the page says so when it is missing.
+CONSOLE = HERE / "console"
+UPLOT = HERE.parent / "node_modules" / "uplot" / "dist"
+CONSOLE_FILES = {
+    "/console/": (CONSOLE / "index.html", "text/html; charset=utf-8"),
+    "/console/app.js": (CONSOLE / "app.js", "text/javascript; charset=utf-8"),
+    "/console/app.css": (CONSOLE / "app.css", "text/css; charset=utf-8"),
+    "/console/uplot.js": (UPLOT / "uPlot.iife.min.js", "text/javascript; charset=utf-8"),
+    "/console/uplot.css": (UPLOT / "uPlot.min.css", "text/css; charset=utf-8"),
+}
+# The page runs only its own scripts and talks only to this origin; nothing the API
+# answers can run as code there.
+CONSOLE_HEADERS = {
+    "cache-control": "no-cache",
+    "content-security-policy": (
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
 # The executors' stream: open for as long as an executor runs, silent while it is idle.
 CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
 
@@ -118,6 +141,7 @@ def _routes() -> str:
                 direct_response: {{status: 200, body: {{filename: {OPENAPI}}}}}
                 response_headers_to_add: [{{header: {{key: content-type, value: application/json}}}}]""",
     ]
+    out.extend(_console_routes())
     for name, served in SERVES.items():
         # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
         out.append(
@@ -135,6 +159,32 @@ def _routes() -> str:
             for full in served
         )
     return "\n".join(out)
+
+
+def _console_routes() -> list[str]:
+    out = [
+        """              - match: {path: /console}
+                redirect: {path_redirect: /console/}"""
+    ]
+    for path, (file, kind) in CONSOLE_FILES.items():
+        headers = ", ".join(
+            f"{{header: {{key: {key}, value: {json.dumps(value)}}}}}"
+            for key, value in {"content-type": kind, **CONSOLE_HEADERS}.items()
+        )
+        answer = (
+            f"{{status: 200, body: {{filename: {file}}}}}"
+            if file.exists()
+            else "{status: 503, body: {inline_string: "
+            '"The console is not installed here: `npm ci` in the checkout installs it."}}'
+        )
+        out.append(
+            f"""              - match:
+                  path: {path}
+                  headers: [{{name: ":method", string_match: {{exact: GET}}}}]
+                direct_response: {answer}
+                response_headers_to_add: [{headers}]"""
+        )
+    return out
 
 
 def _clusters(ports: Mapping[str, int], host: str) -> str:

@@ -1,5 +1,6 @@
-"""The operator's commands that work on a deployment on this machine: `trainyard up` and
-`trainyard admin`. The `trainyard` command finds them by entry point."""
+"""The operator's commands that work on a deployment on this machine: `trainyard up`,
+`trainyard status` and `trainyard admin`. The `trainyard` command finds them by entry
+point."""
 
 from __future__ import annotations
 
@@ -24,6 +25,27 @@ def up() -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(Stack(config).run())
+
+
+@click.command()
+def status() -> None:
+    """One screen of the stack running here: each process up and healthy, its restarts,
+    the queue depth, the jobs running and the executors connected."""
+    from rich.console import Console
+
+    from infra import status as board
+
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        report = board.gather(config.home, config.run_dir, config.bind_host)
+    except board.NoStack:
+        click.echo(f"no stack is running under {config.home}; `make up` starts one")
+        sys.exit(1)
+    board.render(report, Console())
+    sys.exit(0 if report.ok else 1)
 
 
 @click.group()

@@ -74,6 +74,8 @@ class SeaweedFS:
         self._out = out
         self.access_key, self.secret_key, self._identities = credentials(home)
         self.s3_port = free_port(host)
+        # Its Prometheus metrics, on `host` (`-metricsIp` defaults to `-ip.bind`).
+        self.metrics_port = free_port(host)
         self._data = home / "seaweedfs" / "data"
         self._data.mkdir(parents=True, exist_ok=True)
         logs = home / "seaweedfs" / "logs"
@@ -104,7 +106,7 @@ class SeaweedFS:
             "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",
             "-s3", f"-s3.port={self.s3_port}", f"-s3.port.grpc={ports['s3_grpc']}",
             "-s3.port.iceberg=0", "-s3.port.lance=0",
-            f"-s3.config={self._identities}",
+            f"-s3.config={self._identities}", f"-metricsPort={self.metrics_port}",
         ]  # fmt: skip
         self.child = self.start()
 
@@ -116,6 +118,10 @@ class SeaweedFS:
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.s3_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
 
     def client(self):  # type: ignore[no-untyped-def]
         return s3_client(self.endpoint, self.access_key, self.secret_key)

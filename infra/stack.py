@@ -9,6 +9,11 @@ object: the database file, the object store's data and the keys all live under i
 Once up, any part that exits is started again on the same ports, with the same config,
 and health-gated as at start-up, after a pause that doubles while it keeps exiting; a
 part that exits too often in a while stops the stack with a line that names it.
+
+Every part serves Prometheus metrics on a loopback port picked here once and passed to
+it (`TRAINYARD_METRICS_PORT`), so a restarted part comes back on the same URL; Envoy's
+are its admin's `/stats/prometheus`. `run/stack.json` lists them under `metrics`, with
+each part's pid and restarts.
 """
 
 from __future__ import annotations
@@ -119,6 +124,8 @@ class Endpoints:
     admin_port: int
     s3_endpoint: str
     service_ports: dict[str, int]
+    # Each part's Prometheus URL, by name.
+    metrics: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Stack:
@@ -139,6 +146,9 @@ class Stack:
         self.endpoints: Endpoints | None = None
         self.admin_key_path = config.home / "admin.key"
         self.service_key_path = config.home / "service.key"
+        # How often the supervisor started each part again.
+        self.restarts: dict[str, int] = {}
+        self._metrics_ports: dict[str, int] = {}
 
     # -- start ---------------------------------------------------------------------------
 
@@ -167,7 +177,9 @@ class Stack:
         self.objectstore = SeaweedFS(cfg.home, self.out)
         self.children.append(self.objectstore.child)
         s3_endpoint = cfg.s3_endpoint or self.objectstore.endpoint
+        metrics = {"seaweedfs": self.objectstore.metrics_url}
         self._wait_objectstore()
+        self._metrics_ports = {name: free_port() for name in (*SERVICES, "executor")}
 
         env = dict(os.environ)
         env.update(
@@ -186,9 +198,11 @@ class Stack:
         for name, full in SERVICES.items():
             port_file = cfg.run_dir / f"{name}.port"
             port_file.unlink(missing_ok=True)
-            child = Child(name, [sys.executable, "-m", f"services.{name}"], out=self.out, env=env)
+            argv = [sys.executable, "-m", f"services.{name}"]
+            child = Child(name, argv, out=self.out, env=self._metrics_env(env, name))
             self.children.append(child)
             ports[name] = self._wait_service(child, port_file, full)
+            metrics[name] = _metrics_url(self._metrics_ports[name])
 
         admin_port = free_port()
         config_path = cfg.run_dir / "envoy.yaml"
@@ -210,10 +224,15 @@ class Stack:
         envoy = Child("envoy", self._envoy_argv, out=self.out)
         self.children.append(envoy)
         self._wait_gateway(envoy, gateway_url)
+        metrics["envoy"] = f"http://127.0.0.1:{admin_port}/stats/prometheus"
         self._env, self._ports = env, ports
         if cfg.local_executor:
             self.children.append(self._executor(gateway_url, service_key))
-        self.endpoints = Endpoints(gateway_url, gateway_port, admin_port, s3_endpoint, ports)
+            metrics["executor"] = _metrics_url(self._metrics_ports["executor"])
+        self.endpoints = Endpoints(
+            gateway_url, gateway_port, admin_port, s3_endpoint, ports, metrics=metrics
+        )
+        self.restarts = {child.name: 0 for child in self.children}
         self._write_info()
         return self.endpoints
 
@@ -223,6 +242,7 @@ class Stack:
         info = {
             **dataclasses.asdict(self.endpoints),
             "pids": {c.name: c.pid for c in self.children},
+            "restarts": {c.name: self.restarts.get(c.name, 0) for c in self.children},
             "supervisor_pid": os.getpid(),
         }
         tmp = self.config.run_dir / "stack.json.tmp"
@@ -232,6 +252,7 @@ class Stack:
     def _executor(self, gateway_url: str, key: str) -> Child:
         """One local executor, as the platform's: it runs the jobs that name no machine."""
         env = {**self._env, "TRAINYARD_URL": gateway_url, "TRAINYARD_API_KEY": key}
+        env = self._metrics_env(env, "executor")
         argv = [
             sys.executable,
             "-m",
@@ -263,10 +284,14 @@ class Stack:
             self._wait_objectstore()
         else:
             env = {**self._env, f"TRAINYARD_{name.upper()}_PORT": str(self._ports[name])}
+            env = self._metrics_env(env, name)
             argv = [sys.executable, "-m", f"services.{name}"]
             child = self.children[index] = Child(name, argv, out=self.out, env=env)
             self._wait_service(child, self.config.run_dir / f"{name}.port", SERVICES[name])
         return child
+
+    def _metrics_env(self, env: dict[str, str], name: str) -> dict[str, str]:
+        return {**env, "TRAINYARD_METRICS_PORT": str(self._metrics_ports[name])}
 
     def _wait_objectstore(self) -> None:
         assert self.objectstore is not None
@@ -336,6 +361,11 @@ class Stack:
             return 1
         self.out.line("trainyard", f"gateway  {ends.gateway_url}  (REST and gRPC)")
         self.out.line("trainyard", f"admin key in {self.admin_key_path}")
+        self.out.line(
+            "trainyard",
+            f"metrics  one Prometheus URL per process in {self.config.run_dir / 'stack.json'}; "
+            "`trainyard status` reads them",
+        )
         self.out.line("trainyard", "ready; Ctrl-C stops everything")
         code = self._supervise(stopping)
         self.out.line("trainyard", "stopping")
@@ -387,9 +417,14 @@ class Stack:
                     self.out.line("trainyard", f"{child.name} did not come back: {exc}")
                     continue
                 history[child.name].started(time.monotonic())
+                self.restarts[child.name] = self.restarts.get(child.name, 0) + 1
                 self._write_info()
                 self.out.line("trainyard", f"{child.name} restarted (pid {started.pid})")
         return 0
+
+
+def _metrics_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/metrics"
 
 
 def _envoy_binary() -> str:

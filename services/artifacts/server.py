@@ -12,6 +12,7 @@ from services.artifacts.service import ArtifactService
 from services.artifacts.servicer import ArtifactServicer
 from services.core import keys, roles
 from services.core.config import Config
+from services.core.metrics import StoredBytes
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
@@ -55,4 +56,5 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         return f"retention sweep deleted {expired} expired objects and {lapsed} lapsed uploads"
 
     built.every(config.sweep_interval_seconds, sweep, "retention sweep")  # hourly by default
+    built.metrics.registry.register(StoredBytes(built.store))
     return built

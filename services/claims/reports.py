@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from google.protobuf import json_format
+from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session
 
 from services.claims import store
@@ -21,6 +22,7 @@ from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_los
 from services.core import errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
+from services.core.metrics import ClaimMetrics
 from services.core.money import windows
 from services.core.states import STOPPING, TERMINAL, JobStatus, TaskStatus
 from services.core.store import Store, utcnow
@@ -101,11 +103,13 @@ class Reports:
         leases: Leases,
         artifacts: ArtifactClient | None = None,
         clock: Callable[[], dt.datetime] = utcnow,
+        metrics: ClaimMetrics | None = None,
     ) -> None:
         self._db = db
         self._leases = leases
         self._artifacts = artifacts
         self._now = clock
+        self._counted = metrics or ClaimMetrics(CollectorRegistry())
 
     def report(
         self,
@@ -127,11 +131,15 @@ class Reports:
                 raise
             store.retry(lambda: self._leases.renew(principal, job_id, task_id, token))
             raise errors.Unavailable() from None
+        applied: list[str] = []
         outcome = store.retry(
-            lambda: self._apply(principal, job_id, task_id, token, typed, effects)
+            lambda: self._apply(principal, job_id, task_id, token, typed, effects, applied)
         )
         if isinstance(outcome, errors.DomainError):
             raise outcome
+        # Counted once committed; a try that lost a race cleared what it had noted.
+        for kind in applied:
+            self._counted.events.labels(kind).inc()
         return outcome
 
     # -- side effects ----------------------------------------------------------------------
@@ -190,7 +198,10 @@ class Reports:
         token: str,
         events: list[Event],
         effects: Effects,
+        applied: list[str],
     ) -> claim_service_pb2.ReportTaskResponse | errors.DomainError:
+        """Apply the events under the lease; the type of each applied goes in `applied`."""
+        applied.clear()
         now = self._now()
         with self._db.unit() as session:
             acting_on(session, principal, job_id, task_id)
@@ -235,6 +246,7 @@ class Reports:
                     else:
                         _event(session, task, job, attempt, event, effects)
                 task.last_seq = event.seq
+                applied.append(event.type)
                 if job.status in TERMINAL:
                     break
             if metrics:

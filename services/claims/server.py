@@ -11,6 +11,7 @@ from services.claims.servicer import ClaimServicer
 from services.core import roles
 from services.core.clients import ArtifactClient
 from services.core.config import Config
+from services.core.metrics import ClaimMetrics, Metrics
 from services.core.server import Service, build
 from services.core.store import Store
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
@@ -24,10 +25,17 @@ ROLES = roles.for_service(FULL_NAME)
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
     holder: dict[str, ClaimService] = {}
+    metrics = Metrics()
 
     def register(server: grpc.aio.Server, store: Store) -> None:
         artifacts = ArtifactClient(config) if config.service_key else None
-        service = ClaimService(store, config, artifacts, Catalog.discover(config.models_dir))
+        service = ClaimService(
+            store,
+            config,
+            artifacts,
+            Catalog.discover(config.models_dir),
+            metrics=ClaimMetrics(metrics.registry),
+        )
         holder["service"] = service
         claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(ClaimServicer(service), server)
 
@@ -39,6 +47,7 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         roles=ROLES,
         store=store,
         port=port,
+        metrics=metrics,
     )
 
     def expire() -> str | None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 
+from prometheus_client import CollectorRegistry
+
 from services.claims.leases import Leases
 from services.claims.offers import Offer
 from services.claims.reports import Reports
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
+from services.core.metrics import ClaimMetrics
 from services.core.store import Store, utcnow
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
@@ -27,9 +30,11 @@ class ClaimService:
         artifacts: ArtifactClient | None = None,
         catalog: Catalog | None = None,
         clock: Callable[[], dt.datetime] = utcnow,
+        metrics: ClaimMetrics | None = None,
     ) -> None:
+        self.metrics = metrics or ClaimMetrics(CollectorRegistry())
         self.leases = Leases(store, config, artifacts, catalog, clock)
-        self.reports = Reports(store, self.leases, artifacts, clock)
+        self.reports = Reports(store, self.leases, artifacts, clock, self.metrics)
 
     def hello(
         self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
@@ -42,13 +47,18 @@ class ClaimService:
     def claim(
         self, principal: Principal, offer: Offer, executor_id: str = ""
     ) -> claim_service_pb2.ClaimTaskResponse | None:
-        return self.leases.claim(principal, offer, executor_id)
+        found = self.leases.claim(principal, offer, executor_id)
+        if found is not None:
+            self.metrics.claims.labels(str(offer.platform).lower()).inc()
+        return found
 
     def release(self, principal: Principal, task_id: str, token: str) -> None:
         self.leases.release(principal, task_id, token)
 
     def expire_leases(self) -> int:
-        return self.leases.expire()
+        lost = self.leases.expire()
+        self.metrics.lease_expiries.inc(lost)
+        return lost
 
     def cancels_due(self, executor_id: str) -> list[tuple[str, str]]:
         return self.leases.cancels_due(executor_id)

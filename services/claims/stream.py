@@ -84,10 +84,13 @@ class ExecutorStream:
         self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]
     ) -> AsyncIterator[claim_service_pb2.ConnectResponse]:
         tasks = [asyncio.create_task(self._read(requests)), asyncio.create_task(self._claim())]
+        connected = self._service.metrics.executors
+        connected.inc()
         try:
             while (message := await self._out.get()) is not None:
                 yield message
         finally:
+            connected.dec()
             for task in tasks:
                 task.cancel()
             await asyncio.to_thread(self._service.goodbye, self._executor_id)

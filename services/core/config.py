@@ -31,6 +31,8 @@ class Config:
     bind_host: str = "127.0.0.1"
     # 0 binds an ephemeral port; the process writes the one it got under `home/run/`.
     service_ports: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # The loopback port this process serves Prometheus metrics on; None serves none.
+    metrics_port: int | None = None
     lease_ttl_seconds: int = 600
     report_interval_seconds: int = 20
     queue_limit: int = 64
@@ -102,6 +104,8 @@ class Config:
             )
         if self.window_seconds < 15:
             raise ConfigError("TRAINYARD_WINDOW_SECONDS must be at least 15.")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("TRAINYARD_METRICS_PORT must be a port number (0 picks one).")
         if self.free_credit_cents < 0:
             raise ConfigError("TRAINYARD_FREE_CREDIT_CENTS must not be negative.")
 
@@ -119,6 +123,7 @@ class Config:
         home = Path(env.get("TRAINYARD_HOME") or "./.trainyard").resolve()
         gateway_port = num("GATEWAY_PORT", 8080)
         gateway_host = env.get("TRAINYARD_GATEWAY_HOST") or "127.0.0.1"
+        metrics_port = env.get("TRAINYARD_METRICS_PORT", "").strip()
         config = cls(
             home=home,
             database_url=env.get("TRAINYARD_DATABASE_URL") or f"sqlite:///{home / 'trainyard.db'}",
@@ -130,6 +135,7 @@ class Config:
                 name: num(f"{name.upper()}_PORT", 0)
                 for name in ("jobs", "claims", "artifacts", "meter")
             },
+            metrics_port=int(metrics_port) if metrics_port else None,
             lease_ttl_seconds=num("LEASE_TTL_SECONDS", 600),
             report_interval_seconds=num("REPORT_INTERVAL_SECONDS", 20),
             queue_limit=num("QUEUE_LIMIT", 64),

@@ -1,6 +1,6 @@
 """The one interceptor every service runs: request id, authentication, role check, the
-audit row of a call made in another org, domain errors to `google.rpc.Status`, and one
-log line per call."""
+audit row of a call made in another org, domain errors to `google.rpc.Status`, one log
+line per call, and the call's metrics (count by code, unary latency, open streams)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
+from prometheus_client import CollectorRegistry
 
 from services.core import audit, auth, context, errors
+from services.core.metrics import RpcMetrics, outcome, split_method
 from services.core.store import Store
 
 log = logging.getLogger(__name__)
@@ -94,9 +96,15 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
     of `roles.TABLE`); a method it does not name is refused to everyone.
     """
 
-    def __init__(self, authenticator: Authenticator, roles: Mapping[str, frozenset[str]]) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        roles: Mapping[str, frozenset[str]],
+        metrics: RpcMetrics | None = None,
+    ) -> None:
         self._auth = authenticator
         self._roles = roles
+        self._metrics = metrics or RpcMetrics(CollectorRegistry())
 
     async def intercept_service(
         self,
@@ -108,7 +116,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or method.startswith(_OPEN_PREFIXES):
             return handler
         allowed = self._roles.get(method.rsplit("/", 1)[-1], frozenset())
-        return _wrap(handler, method, self._auth, allowed)
+        return _wrap(handler, method, self._auth, allowed, self._metrics)
 
 
 # A request whose bytes do not parse as its message (the gateway transcoded JSON it could
@@ -142,7 +150,10 @@ def _wrap(
     method: str,
     authenticator: Authenticator,
     allowed: frozenset[str],
+    metrics: RpcMetrics,
 ) -> grpc.RpcMethodHandler:
+    service, short = split_method(method)
+
     async def enter(ctx: grpc.aio.ServicerContext) -> None:
         metadata = {k: v for k, v in ctx.invocation_metadata() or () if isinstance(v, str)}
         context.request_id.set(metadata.get("x-request-id") or uuid.uuid4().hex)
@@ -172,20 +183,26 @@ def _wrap(
             )
         )
 
-    def done(started: float, code: str) -> None:
+    def done(started: float, exc: BaseException | None, *, timed: bool) -> None:
+        code, reason = outcome(exc)
+        seconds = time.perf_counter() - started
+        metrics.handled.labels(service, short, code, reason).inc()
+        if timed:
+            metrics.seconds.labels(service, short).observe(seconds)
         who = context.principal_var.get()
         log.info(
             "%s %s %.1fms org=%s",
             method,
-            code,
-            (time.perf_counter() - started) * 1000,
+            reason or code,
+            seconds * 1000,
             who.org if who else "-",
         )
 
-    def code_of(exc: BaseException) -> str:
-        if isinstance(exc, errors.DomainError):
-            return exc.reason
-        return "UNIMPLEMENTED" if isinstance(exc, NotImplementedError) else "INTERNAL_ERROR"
+    def aborted(ctx: grpc.aio.ServicerContext) -> None:
+        # A handler that aborted by itself: counted by the code it set.
+        code = ctx.code()
+        name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+        metrics.handled.labels(service, short, name, "").inc()
 
     if handler.unary_unary or handler.stream_unary:
         inner = handler.unary_unary or handler.stream_unary
@@ -199,12 +216,16 @@ def _wrap(
                 if inspect.isawaitable(result):
                     result = await result
             except grpc.aio.AbortError:
+                aborted(ctx)
+                raise
+            except asyncio.CancelledError as exc:
+                done(started, exc, timed=True)
                 raise
             except Exception as exc:  # every failure leaves as a Status
-                done(started, code_of(exc))
+                done(started, exc, timed=True)
                 await fail(ctx, exc)
                 raise
-            done(started, "OK")
+            done(started, None, timed=True)
             return result
 
         factory = (
@@ -222,6 +243,8 @@ def _wrap(
 
     async def streaming(request: Any, ctx: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         started = time.perf_counter()
+        gauge = metrics.streams_open.labels(service, short)
+        gauge.inc()
         try:
             await enter(ctx)
             _check_readable(request)
@@ -231,12 +254,18 @@ def _wrap(
             async for item in produced:
                 yield item
         except grpc.aio.AbortError:
+            aborted(ctx)
+            raise
+        except asyncio.CancelledError as exc:
+            done(started, exc, timed=False)
             raise
         except Exception as exc:
-            done(started, code_of(exc))
+            done(started, exc, timed=False)
             await fail(ctx, exc)
             raise
-        done(started, "OK")
+        finally:
+            gauge.dec()
+        done(started, None, timed=False)
 
     factory = (
         grpc.unary_stream_rpc_method_handler

@@ -1,6 +1,7 @@
 """Process bootstrap shared by the four services: a grpc.aio server with the gateway
-interceptor, health and reflection, its bound port published under `home/run/`, and a
-graceful SIGTERM (health NOT_SERVING, drain, exit)."""
+interceptor, health and reflection, its bound port published under `home/run/`, its
+metrics on the loopback port the supervisor names, and a graceful SIGTERM (health
+NOT_SERVING, drain, exit)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from services.core import logs
 from services.core.config import Config
+from services.core.metrics import Metrics
 from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Store, open_store
 
@@ -47,6 +49,7 @@ class Service:
     port: int
     health: health.aio.HealthServicer
     store: Store
+    metrics: Metrics
     # Further gRPC services the same server registers; each answers health like the first.
     also_serves: tuple[str, ...] = ()
     # Loops the process runs beside its server. Each gets the `stopping` event and returns
@@ -103,13 +106,16 @@ def build(
     store: Store | None = None,
     port: int | None = None,
     also_serves: Sequence[str] = (),
+    metrics: Metrics | None = None,
 ) -> Service:
     """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one.
     `register` adds `full_name`'s servicer and those of `also_serves`, whose methods
-    `roles` must name too."""
+    `roles` must name too. `metrics` is the process's registry, when the service counts
+    things of its own on it before the server is built."""
     store = store or open_store(config.database_url)
+    metrics = metrics or Metrics()
     server = grpc.aio.server(
-        interceptors=[GatewayInterceptor(Authenticator(store), roles)],
+        interceptors=[GatewayInterceptor(Authenticator(store), roles, metrics.rpc)],
         options=[
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
@@ -132,7 +138,9 @@ def build(
     bound = server.add_insecure_port(f"{config.bind_host}:{wanted}")
     if bound == 0:
         raise RuntimeError(f"{name}: cannot bind port {wanted}")
-    return Service(name, full_name, server, bound, health_servicer, store, tuple(also_serves))
+    return Service(
+        name, full_name, server, bound, health_servicer, store, metrics, tuple(also_serves)
+    )
 
 
 def _publish_port(run_dir: Path, name: str, port: int) -> Path:
@@ -151,14 +159,22 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    await service.start()
-    port_file = _publish_port(config.run_dir, service.name, service.port)
-    log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
-    await stopping.wait()
-    log.info("%s draining", service.name)
-    port_file.unlink(missing_ok=True)
-    await service.stop()
-    log.info("%s stopped", service.name)
+    exporter = None
+    if config.metrics_port is not None:
+        exporter = service.metrics.serve(config.metrics_port)
+        log.info("%s metrics on %s", service.name, exporter.url)
+    try:
+        await service.start()
+        port_file = _publish_port(config.run_dir, service.name, service.port)
+        log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
+        await stopping.wait()
+        log.info("%s draining", service.name)
+        port_file.unlink(missing_ok=True)
+        await service.stop()
+        log.info("%s stopped", service.name)
+    finally:
+        if exporter is not None:
+            exporter.close()
 
 
 def main(name: str, build_service: Callable[[Config], Service]) -> None:

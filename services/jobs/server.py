@@ -11,6 +11,7 @@ import grpc
 from services.core import keys, roles
 from services.core.clients import ArtifactReader
 from services.core.config import Config
+from services.core.metrics import JobsByState
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
@@ -79,4 +80,5 @@ def build_server(
                 kick.clear()
 
     built.background.append(prepare_forever)
+    built.metrics.registry.register(JobsByState(built.store))
     return built

@@ -8,6 +8,7 @@ import grpc
 
 from services.core import keys, roles
 from services.core.config import Config
+from services.core.metrics import DeviceSeconds
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
@@ -48,4 +49,5 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
 
     # Hourly by default, with the retention sweep.
     built.every(config.sweep_interval_seconds, accrue, "storage accrual")
+    built.metrics.registry.register(DeviceSeconds(built.store))
     return built

@@ -1,0 +1,721 @@
+// Trainyard's console: the org's jobs, a job training live, the wallet. Every call goes
+// through the REST API with the key pasted at sign-in, kept in this tab's sessionStorage
+// only. Nothing the API answers is inserted as HTML: elements are built and their text set.
+"use strict";
+
+const KEY = "trainyard.key";
+const TERMINAL = new Set(["succeeded", "rejected", "failed", "cancelled", "stopped"]);
+const RETRYABLE = new Set(["failed", "cancelled"]);
+const STATUSES = ["queued", "preparing", "running", "evaluating", "finalizing", "cancelling",
+  "succeeded", "rejected", "failed", "cancelled", "stopped"];
+const PAGE = 20;
+const CHART_POINTS = 2000;
+const WAIT_SECONDS = 20;
+
+// ---- building the page -------------------------------------------------------------------
+
+// An element: `props` sets properties (text, className, onclick, …), `attrs` attributes
+// and `style` style properties (through the CSSOM: the page's policy allows no inline
+// style attribute); children are elements or strings, which become text.
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  const { attrs, style, ...rest } = props;
+  Object.assign(node, rest);
+  Object.assign(node.style, style || {});
+  for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const main = () => document.getElementById("main");
+
+// Replaces a node's children, skipping the empty ones as el() does.
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+function show(...nodes) {
+  fill(main(), ...nodes);
+}
+
+function badge(status) {
+  return el("span", { className: `badge ${status}`, textContent: status || "—", attrs: { "data-status": status || "" } });
+}
+
+function facts(pairs) {
+  return el("dl", { className: "facts" },
+    pairs.filter(([, value]) => value !== undefined && value !== null && value !== "")
+      .map(([term, value]) => [el("dt", { textContent: term }), el("dd", {}, value)]));
+}
+
+function card(title, ...body) {
+  return el("section", { className: "card" }, title ? el("h2", { textContent: title }) : null, ...body);
+}
+
+// ---- formatting ----------------------------------------------------------------------------
+
+function dollars(microCents) {
+  const value = Number(microCents || 0) / 1e8;
+  return value.toLocaleString(undefined, { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: 4 });
+}
+
+function when(timestamp) {
+  return timestamp ? new Date(timestamp).toLocaleString() : "";
+}
+
+function seconds(value) {
+  if (value === undefined || value === null) return "";
+  const s = Math.round(Number(value));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
+function number(value, digits = 4) {
+  return value === undefined || value === null ? "" : Number(value).toFixed(digits);
+}
+
+function bytes(value) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = Number(value || 0), i = 0;
+  while (v >= 1000 && i < units.length - 1) { v /= 1000; i += 1; }
+  return `${v.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+// ---- the API -------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, detail) {
+    super(detail);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+async function api(method, path, { body, headers = {}, signal } = {}) {
+  const key = sessionStorage.getItem(KEY);
+  const init = { method, signal, headers: { Authorization: `Bearer ${key}`, ...headers } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["Content-Type"] = "application/json";
+  }
+  let answer;
+  try {
+    answer = await fetch(path, init);
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, "UNAVAILABLE", "The gateway cannot be reached; is the stack up?");
+  }
+  if (answer.status === 204) return null;
+  const text = await answer.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!answer.ok) {
+    // A problem document ({code, detail}) or the money wire's {error: {code, message}}.
+    const code = data?.code || data?.error?.code || `HTTP_${answer.status}`;
+    const detail = data?.detail || data?.error?.message || answer.statusText;
+    if (answer.status === 401) sessionStorage.removeItem(KEY);
+    throw new ApiError(answer.status, code, detail);
+  }
+  return data;
+}
+
+function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    for (const one of [].concat(value)) if (one !== undefined && one !== null && one !== "") search.append(name, one);
+  }
+  const text = search.toString();
+  return text ? `?${text}` : "";
+}
+
+function errorBox(err) {
+  return el("div", { className: "error", attrs: { role: "alert", "data-code": err.code || "" } },
+    el("span", { className: "code", textContent: err.code || "ERROR" }),
+    el("span", { className: "detail", textContent: err.detail || err.message || "" }));
+}
+
+// The place an error of one part of a page shows, replacing the last one.
+function errorSlot() {
+  const slot = el("div");
+  slot.report = (err) => slot.replaceChildren(...(err ? [errorBox(err)] : []));
+  return slot;
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+let leaving = new AbortController(); // aborted when the page changes: stops its live reads
+
+function route() {
+  leaving.abort();
+  leaving = new AbortController();
+  const signal = leaving.signal;
+  const hash = location.hash.replace(/^#/, "") || "/jobs";
+  const [path, search = ""] = hash.split("?");
+  const params = new URLSearchParams(search);
+  const signedIn = Boolean(sessionStorage.getItem(KEY));
+  document.getElementById("nav").hidden = !signedIn;
+  if (!signedIn) return signIn(path === "/signin" ? "/jobs" : hash);
+  const parts = path.split("/").filter(Boolean);
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    link.classList.toggle("on", link.dataset.nav === (parts[1] === "new" ? "new" : parts[0]));
+  }
+  if (parts[0] === "jobs" && parts[1] === "new") return newJob(signal);
+  if (parts[0] === "jobs" && parts[1]) return jobPage(decodeURIComponent(parts[1]), signal);
+  if (parts[0] === "wallet") return walletPage(params, signal);
+  return jobsPage(params, signal);
+}
+
+function signIn(next, err) {
+  const input = el("input", { type: "password", id: "api-key", autocomplete: "off", placeholder: "ty_…", required: true });
+  const form = el("form", { className: "card signin form" },
+    el("h1", { textContent: "Sign in" }),
+    el("p", { className: "note", textContent: "Paste an API key. It is kept for this tab only and sent with every call." }),
+    err ? errorBox(err) : null,
+    el("label", {}, el("span", { textContent: "API key" }), input),
+    el("button", { className: "primary", type: "submit", textContent: "Sign in" }));
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY, input.value.trim());
+    try {
+      await api("GET", `/v1/train/jobs${query({ page_size: 1 })}`);
+    } catch (failure) {
+      sessionStorage.removeItem(KEY);
+      return signIn(next, failure);
+    }
+    if (location.hash === `#${next}`) route(); else location.hash = next;
+  };
+  show(form);
+  input.focus();
+}
+
+// ---- jobs ----------------------------------------------------------------------------------
+
+async function jobsPage(params, signal) {
+  const status = params.get("status") || "";
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const filter = el("select", { id: "status-filter", onchange: () => {
+    location.hash = `/jobs${query({ status: filter.value })}`;
+  } }, el("option", { value: "", textContent: "All statuses" }),
+  STATUSES.map((s) => el("option", { value: s, textContent: s, selected: s === status })));
+  const errors = errorSlot();
+  const body = el("tbody");
+  const pager = el("div", { className: "pager" });
+  show(
+    el("h1", {}, "Jobs", el("span", { className: "actions" },
+      el("a", { className: "button", href: "#/jobs/new", textContent: "New job" }))),
+    el("div", { className: "toolbar" }, filter, el("span", { className: "note", id: "total" })),
+    errors,
+    el("section", { className: "card" }, el("table", { id: "jobs" },
+      el("thead", {}, el("tr", {}, ["Job", "Base model", "Status", "Step", "Loss", "Cost", "Created"].map(
+        (name, i) => el("th", { className: i >= 3 && i <= 5 ? "num" : "", textContent: name })))),
+      body), pager));
+
+  // Refreshed while the page is shown, so statuses and losses move on their own.
+  while (!signal.aborted) {
+    try {
+      const page = await api("GET", `/v1/train/jobs${query({ status, page_size: PAGE, page_token: token })}`, { signal });
+      errors.report(null);
+      const total = page.total_size ?? page.jobs.length;
+      document.getElementById("total").textContent = `${total} ${total === 1 ? "job" : "jobs"}`;
+      body.replaceChildren(...page.jobs.map(jobRow));
+      if (!page.jobs.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "No jobs yet." })));
+      fill(pager,
+        back.length ? el("a", { className: "button", textContent: "Newer",
+          href: `#/jobs${query({ status, page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+        page.next_page_token ? el("a", { className: "button", textContent: "Older",
+          href: `#/jobs${query({ status, page: page.next_page_token, back: [...back, token] })}` }) : null);
+    } catch (err) {
+      if (signal.aborted) return;
+      errors.report(err);
+    }
+    await pause(3000, signal);
+  }
+}
+
+function jobRow(job) {
+  const progress = job.progress || {};
+  const row = el("tr", { className: "row", attrs: { "data-job": job.id } },
+    el("td", {}, el("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, textContent: `#${job.number}` }),
+      " ", el("span", { className: "mono note", textContent: job.id })),
+    el("td", { textContent: job.base_model }),
+    el("td", {}, badge(job.status)),
+    el("td", { className: "num", textContent: `${progress.step || 0} / ${job.planned_steps || progress.planned_steps || "?"}` }),
+    el("td", { className: "num", textContent: number(progress.loss) }),
+    el("td", { className: "num", textContent: dollars(job.cost_credits) }),
+    el("td", { textContent: when(job.create_time) }));
+  row.onclick = (event) => {
+    if (event.target.tagName !== "A") location.hash = `/jobs/${encodeURIComponent(job.id)}`;
+  };
+  return row;
+}
+
+function pause(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+  });
+}
+
+// ---- a new job -------------------------------------------------------------------------------
+
+async function newJob(signal) {
+  const errors = errorSlot();
+  const field = (label, input) => el("label", {}, el("span", { textContent: label }), input);
+  const base = el("select", { id: "base-model" });
+  const dataset = el("input", { id: "dataset", value: "fixture:synthetic-tiny-v1" });
+  const steps = el("input", { id: "max-steps", type: "number", min: 1, value: 20 });
+  const rate = el("input", { id: "learning-rate", type: "number", step: "any", placeholder: "the base's default" });
+  const budget = el("input", { id: "budget", type: "number", min: 1, value: 100 });
+  const estimate = el("div", { id: "estimate" });
+  const create = el("button", { className: "primary", type: "button", textContent: "Create job", disabled: true });
+  const check = el("button", { type: "submit", textContent: "Estimate" });
+  // One key per form: a double click or a retried request makes one job.
+  const idempotencyKey = crypto.randomUUID();
+  const form = el("form", { className: "form" },
+    field("Base model", base), field("Dataset URI", dataset), field("Max steps", steps),
+    field("Learning rate", rate), field("Budget (US cents, for jobs the platform runs)", budget),
+    el("div", { className: "toolbar" }, check, create));
+  show(el("h1", { textContent: "New job" }), errors, el("div", { className: "grid" }, card("", form), card("Estimate", estimate)));
+
+  const body = () => {
+    const hyperparameters = { max_steps: Number(steps.value) };
+    if (rate.value) hyperparameters.learning_rate = Number(rate.value);
+    return { base_model: base.value, dataset: { uri: dataset.value.trim() }, hyperparameters,
+      resources: { budget: Number(budget.value) } };
+  };
+  for (const input of [base, dataset, steps, rate, budget]) {
+    input.oninput = () => { create.disabled = true; estimate.replaceChildren(el("p", { className: "note", textContent: "Estimate again to create." })); };
+  }
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    errors.report(null);
+    try {
+      const answer = await api("POST", "/v1/train/estimate", { body: body(), signal });
+      estimate.replaceChildren(estimateFacts(answer));
+      create.disabled = !answer.admitted;
+    } catch (err) {
+      errors.report(err);
+    }
+  };
+  create.onclick = async () => {
+    errors.report(null);
+    create.disabled = true;
+    try {
+      const job = await api("POST", "/v1/train/jobs", { body: body(), headers: { "Idempotency-Key": idempotencyKey }, signal });
+      location.hash = `/jobs/${encodeURIComponent(job.id)}`;
+    } catch (err) {
+      errors.report(err);
+      create.disabled = false;
+    }
+  };
+  try {
+    const catalog = await api("GET", "/v1/train/models", { signal });
+    base.replaceChildren(...catalog.models.map((m) => el("option", { value: m.name, textContent: `${m.name} — ${m.description}` })));
+  } catch (err) {
+    errors.report(err);
+  }
+}
+
+function estimateFacts(answer) {
+  const job = answer.job || {};
+  const duration = answer.duration_components || {};
+  return el("div", {},
+    facts([
+      ["Admitted", answer.admitted ? "yes" : "no"],
+      ["Planned steps", job.planned_steps],
+      ["Training examples", job.train_examples],
+      ["Evaluation examples", job.eval_examples],
+      ["Expected run time", seconds(duration.projected_active_seconds)],
+      ["Execution limit", seconds(duration.execution_limit_seconds)],
+      ["Expected price", answer.expected ? dollars(answer.expected.micro_cents) : ""],
+      ["Held at most", answer.authorization_ceiling ? dollars(answer.authorization_ceiling.micro_cents) : ""],
+    ]));
+}
+
+// ---- one job ----------------------------------------------------------------------------------
+
+async function jobPage(id, signal) {
+  const path = `/v1/train/jobs/${encodeURIComponent(id)}`;
+  const errors = errorSlot();
+  const head = el("div", { id: "job-head" });
+  const chart = new LossChart();
+  const cards = el("div", { className: "grid", id: "job-cards" });
+  const attempts = el("div", { id: "attempts" });
+  const artifacts = el("div", { id: "artifacts" });
+  const dataset = el("div", { id: "dataset-preview" });
+  show(errors, head,
+    card("", el("div", { className: "chart-head" }, el("h2", { textContent: "Loss" }),
+      el("span", { className: "sub", id: "chart-points" })), chart.node, chart.legend),
+    cards,
+    card("Attempts", attempts), card("Artifacts", artifacts), card("Dataset", dataset));
+
+  let job;
+  const refresh = async () => {
+    job = await api("GET", path, { signal });
+    head.replaceChildren(jobHead(job, path, errors, refresh));
+    cards.replaceChildren(timelineCard(job), evaluationCard(job), outcomeCard(job));
+    chart.mark(job.evaluation);
+    const [tries, objects] = await Promise.all([
+      api("GET", `${path}/attempts`, { signal }),
+      api("GET", `${path}/artifacts`, { signal }),
+    ]);
+    attempts.replaceChildren(attemptsTable(tries.attempts || []));
+    artifacts.replaceChildren(artifactsTable(objects.artifacts || []));
+  };
+  try {
+    await refresh();
+    datasetPreview(dataset, path, signal);
+    const read = await api("GET", `${path}/metrics${query({ names: ["loss", "eval_loss"], max_points: CHART_POINTS })}`, { signal });
+    chart.load(read.series || []);
+    await follow(path, read.next_after || 0, chart, refresh, errors, signal);
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
+// Long-polls the job's events: metric points grow the chart, anything else reads the job
+// again. Ends when the job has ended and said everything.
+async function follow(path, after, chart, refresh, errors, signal) {
+  while (!signal.aborted) {
+    let page;
+    try {
+      page = await api("GET", `${path}/events${query({ after, wait: WAIT_SECONDS, page_size: 500 })}`, { signal });
+      errors.report(null);
+    } catch (err) {
+      if (signal.aborted) return;
+      errors.report(err);
+      await pause(2000, signal);
+      continue;
+    }
+    let changed = false;
+    for (const event of page.events) {
+      if (event.type === "metric") chart.add(event.name, event.step, event.value);
+      else changed = true;
+    }
+    after = page.next_after;
+    chart.draw();
+    if (changed) await refresh().catch((err) => signal.aborted || errors.report(err));
+    if (!page.events.length && TERMINAL.has(page.status)) return;
+  }
+}
+
+function jobHead(job, path, errors, refresh) {
+  const progress = job.progress || {};
+  const planned = job.planned_steps || progress.planned_steps || 0;
+  const buttons = [];
+  if (!TERMINAL.has(job.status) && job.status !== "cancelling") {
+    buttons.push(el("button", { className: "danger", id: "cancel", textContent: "Cancel", onclick: async () => {
+      if (!confirm(`Cancel job #${job.number}? Its progress so far is kept.`)) return;
+      try { await api("POST", `${path}/cancel`, { body: {} }); await refresh(); } catch (err) { errors.report(err); }
+    } }));
+  }
+  if (RETRYABLE.has(job.status)) {
+    buttons.push(el("button", { id: "retry", textContent: "Retry", onclick: async () => {
+      const resume = confirm(`Retry job #${job.number}?\n\nOK resumes from its last checkpoint; Cancel asks to start over.`)
+        || (confirm("Start over from step 0 instead?") ? false : null);
+      if (resume === null) return;
+      try {
+        await api("POST", `${path}/retry`, { body: { resume_from_checkpoint: resume }, headers: { "Idempotency-Key": crypto.randomUUID() } });
+        await refresh();
+      } catch (err) { errors.report(err); }
+    } }));
+  }
+  const percent = planned ? Math.min(100, (100 * (progress.step || 0)) / planned) : 0;
+  return el("div", { className: "card" },
+    el("h1", {}, `Job #${job.number}`, badge(job.status), el("span", { className: "sub mono", textContent: job.id }),
+      el("span", { className: "actions" }, buttons)),
+    el("div", { className: "progress" }, el("div", { style: { width: `${percent.toFixed(1)}%` } })),
+    job.failure_code ? errorBox({ code: job.failure_code, detail: `${job.failure_category}: ${job.failure_message}` }) : null,
+    facts([
+      ["Base model", job.base_model],
+      ["Step", `${progress.step || 0} / ${planned || "?"}`],
+      ["Loss", number(progress.loss)],
+      ["ETA", TERMINAL.has(job.status) ? "" : seconds(progress.eta_seconds)],
+      ["Tokens/s", progress.tokens_per_second ? Math.round(progress.tokens_per_second) : ""],
+      ["Cost so far", dollars(job.cost_credits)],
+      ["Held now", job.holding && Number(job.holding.micro_cents) ? dollars(job.holding.micro_cents) : ""],
+      ["Dataset", job.dataset?.uri],
+      ["Created", when(job.create_time)],
+    ]));
+}
+
+function timelineCard(job) {
+  const timing = job.timing || {};
+  const phases = [["queued", timing.queued_seconds], ["preparing", timing.preparing_seconds],
+    ["training", timing.training_seconds], ["finalizing", timing.finalizing_seconds]]
+    .filter(([, s]) => s !== undefined && s !== null);
+  const total = phases.reduce((sum, [, s]) => sum + Number(s), 0);
+  return card("Timeline",
+    total > 0 ? el("div", { className: "timeline", id: "timeline" }, phases.map(([name, s]) =>
+      el("div", { className: `phase-${name}`, title: `${name} ${seconds(s)}`, textContent: Number(s) / total > 0.12 ? name : "",
+        style: { flex: String(Math.max(Number(s), total / 200)) } }))) : el("p", { className: "note", textContent: "Not started yet." }),
+    el("div", { className: "legend" }, phases.map(([name, s]) => el("span", {}, el("i", { className: `phase-${name}` }), `${name} ${seconds(s)}`))),
+    facts([
+      ["Total", seconds(timing.total_seconds)],
+      ["Attempts", timing.attempt_count],
+      ["Device-seconds metered", timing.metered_device_seconds],
+      ["Device-seconds charged", timing.charged_device_seconds],
+    ]));
+}
+
+// 002: no evaluation chart under 160 selected examples, because none were set aside.
+function evaluationCard(job) {
+  const evaluation = job.evaluation || {};
+  if (!job.eval_examples) {
+    const selected = job.preparation?.selected_examples;
+    return card("Evaluation", el("p", { className: "note", id: "no-evaluation",
+      textContent: `No evaluation: ${selected ? `${selected} examples were selected; ` : ""}evaluation starts at 160, so none were set aside and the job reports no evaluation loss.` }));
+  }
+  if (!evaluation.evaluations) {
+    const latest = job.progress?.eval_loss;
+    return card("Evaluation", el("p", { className: "note", textContent: `${job.eval_examples} examples are set aside for evaluation; `
+      + (latest !== undefined && latest !== null ? `the latest evaluation loss is ${number(latest)}. ` : "")
+      + (TERMINAL.has(job.status) ? "The run reported no evaluation." : "The summary comes when the run ends.") }));
+  }
+  return card("Evaluation", facts([
+    ["Best loss", `${number(evaluation.best_loss)} at step ${evaluation.best_step}`],
+    ["Last loss", `${number(evaluation.last_loss)} at step ${evaluation.last_step}`],
+    ["Evaluations", evaluation.evaluations],
+    ["Served checkpoint", evaluation.served_step !== undefined ? `step ${evaluation.served_step}` : ""],
+    ["Verdict", evaluation.verdict],
+  ]), evaluation.promoted_before_last_eval
+    ? el("p", { className: "note", textContent: "The served checkpoint is not the last evaluated one: a better one came earlier." }) : null);
+}
+
+// 002: the outcome card is an exception surface. It shows early stopping, a cancel and the
+// adjustments the run made; a routine completion is not repeated as news.
+const STOPS = {
+  early_stopping: "Stopped early: the evaluation loss stopped improving.",
+  cancelled: "Cancelled before its planned steps.",
+  completed: "Completed: it ran its planned steps.",
+  max_steps: "Completed: it reached max_steps.",
+};
+
+function outcomeCard(job) {
+  const outcome = job.outcome;
+  if (!outcome) {
+    return card("Outcome", el("p", { className: "note", textContent: TERMINAL.has(job.status)
+      ? "The run reported no outcome: it never reached the training loop." : "Reported when the run ends." }));
+  }
+  const routine = ["completed", "max_steps"].includes(outcome.stop_reason) && !(outcome.downgrades || []).length;
+  const node = card("Outcome",
+    el("p", { className: routine ? "note" : "", textContent: routine ? "Nothing to flag: the run completed as planned." : (STOPS[outcome.stop_reason] || `Stopped: ${outcome.stop_reason}`) }),
+    (outcome.downgrades || []).length ? el("table", {}, el("thead", {}, el("tr", {}, ["Setting", "Action", "Cause"].map((t) => el("th", { textContent: t })))),
+      el("tbody", {}, outcome.downgrades.map((token) => {
+        const [setting, action, cause] = token.split(":");
+        return el("tr", {}, el("td", { className: "mono", textContent: setting }), el("td", { textContent: action || "" }), el("td", { textContent: cause || "" }));
+      }))) : null);
+  node.id = "outcome";
+  return node;
+}
+
+function attemptsTable(attempts) {
+  if (!attempts.length) return el("p", { className: "note", textContent: "None yet." });
+  return el("table", {}, el("thead", {}, el("tr", {}, ["#", "Status", "Resumed at", "Failure", "Started", "Ended"].map((t) => el("th", { textContent: t })))),
+    el("tbody", {}, attempts.map((a) => el("tr", {},
+      el("td", { textContent: a.attempt_number }), el("td", {}, badge(a.status)),
+      el("td", { textContent: a.resume_step !== undefined ? `step ${a.resume_step}` : "" }),
+      el("td", { textContent: a.failure_code ? `${a.failure_code}: ${a.failure_message}` : "" }),
+      el("td", { textContent: when(a.started_time) }), el("td", { textContent: when(a.end_time) })))));
+}
+
+// A download needs the org's key headers with the URL, which a plain link cannot send: the
+// command that fetches it is shown beside the link, and the CLI does the same in one line.
+function artifactsTable(artifacts) {
+  if (!artifacts.length) return el("p", { className: "note", textContent: "None yet." });
+  const detail = el("div");
+  return el("div", {}, el("table", {}, el("thead", {}, el("tr", {}, ["Name", "Kind", "Size", "sha256", ""].map((t) => el("th", { textContent: t })))),
+    el("tbody", {}, artifacts.map((a) => el("tr", {},
+      el("td", { textContent: a.name }), el("td", { textContent: a.kind }), el("td", { className: "num", textContent: bytes(a.size) }),
+      el("td", { className: "mono", textContent: `${a.sha256.slice(0, 12)}…` }),
+      el("td", {}, el("button", { className: "link", textContent: "Download", onclick: () => detail.replaceChildren(download(a)) })))))), detail);
+}
+
+function download(artifact) {
+  const headers = Object.entries(artifact.headers || {});
+  const name = artifact.name || artifact.sha256;
+  const command = ["curl -fSL", ...headers.map(([k, v]) => `-H '${k}: ${v}'`), `'${artifact.url}'`, `-o '${name}'`].join(" ");
+  return el("div", { className: "stack" },
+    headers.length ? el("p", { className: "note", textContent: `Encrypted with your org's key: fetch it with the command below (valid until ${when(artifact.expires * 1000)}), or \`trainyard artifacts get ${artifact.sha256}\`.` })
+      : el("a", { href: artifact.url, download: name, textContent: `Download ${name}` }),
+    headers.length ? el("pre", { className: "command", textContent: command }) : null);
+}
+
+function datasetPreview(node, path, signal) {
+  const search = el("input", { type: "search", id: "dataset-search", placeholder: "Search names and messages" });
+  const split = el("select", { id: "dataset-split" }, ["all", "train", "eval"].map((s) => el("option", { value: s, textContent: s })));
+  const list = el("tbody");
+  const more = el("div", { className: "pager" });
+  const detail = el("div");
+  const errors = errorSlot();
+  let offset = 0;
+  const load = async () => {
+    try {
+      const page = await api("GET", `${path}/dataset${query({ offset, limit: 10, search: search.value, split: split.value })}`, { signal });
+      errors.report(null);
+      list.replaceChildren(...page.items.map((item) => {
+        const row = el("tr", { className: "row" }, el("td", { textContent: item.name || item.id }),
+          el("td", { className: "num", textContent: item.message_count }), el("td", { textContent: item.split }));
+        row.onclick = async () => {
+          try {
+            const full = await api("GET", `${path}/dataset/${encodeURIComponent(item.id)}`, { signal });
+            detail.replaceChildren(el("div", { className: "messages" }, (full.messages || []).map((m) =>
+              el("div", { className: "message" }, el("b", { textContent: m.role }), m.content))));
+          } catch (err) { errors.report(err); }
+        };
+        return row;
+      }));
+      if (!page.items.length) list.append(el("tr", {}, el("td", { colSpan: 3, className: "note", textContent: "No examples match." })));
+      more.replaceChildren(el("span", {},
+        el("span", { className: "note", textContent: page.total !== undefined && page.total !== null ? `${page.total} examples ` : "" }),
+        offset > 0 ? el("button", { textContent: "Previous", onclick: () => { offset = Math.max(0, offset - 10); load(); } }) : null,
+        page.has_more ? el("button", { textContent: "Next", onclick: () => { offset = page.next_offset; load(); } }) : null));
+    } catch (err) {
+      if (!signal.aborted) errors.report(err);
+    }
+  };
+  let typing;
+  search.oninput = () => { clearTimeout(typing); typing = setTimeout(() => { offset = 0; load(); }, 250); };
+  split.onchange = () => { offset = 0; load(); };
+  node.replaceChildren(errors, el("div", { className: "toolbar" }, search, split),
+    el("table", {}, el("thead", {}, el("tr", {}, el("th", { textContent: "Example" }), el("th", { className: "num", textContent: "Messages" }), el("th", { textContent: "Split" }))), list),
+    more, detail);
+  load();
+}
+
+// ---- the loss chart ------------------------------------------------------------------------
+
+// Train loss per step as a line, evaluation loss as markers, the best and the served
+// checkpoint as vertical lines. Points arrive from the metrics read and then one by one.
+class LossChart {
+  constructor() {
+    this.node = el("div", { id: "chart" });
+    this.legend = el("div", { className: "legend" },
+      el("span", {}, el("i", { style: { background: "#2f6fed" } }), "train loss"),
+      el("span", {}, el("i", { style: { background: "#e07b00" } }), "eval loss"),
+      el("span", {}, el("i", { style: { background: "#1f8a4c" } }), "best checkpoint"),
+      el("span", {}, el("i", { style: { background: "#7a3fd1" } }), "served checkpoint"));
+    this.loss = new Map();
+    this.evalLoss = new Map();
+    this.marks = {};
+    this.plot = null;
+    if (!window.uPlot) {
+      this.node.append(errorBox({ code: "CONSOLE_INCOMPLETE", detail: "The chart library is not installed here: `npm ci` in the checkout installs it." }));
+    }
+  }
+
+  load(series) {
+    for (const s of series) for (const p of s.points || []) this.add(s.name, p.step, p.value);
+    this.draw();
+  }
+
+  add(name, step, value) {
+    if (step === undefined || value === undefined) return;
+    if (name === "loss") this.loss.set(step, value);
+    else if (name === "eval_loss") this.evalLoss.set(step, value);
+  }
+
+  mark(evaluation) {
+    this.marks = { best: evaluation?.best_step, served: evaluation?.served_step };
+    this.plot?.redraw(false);
+  }
+
+  data() {
+    const steps = [...new Set([...this.loss.keys(), ...this.evalLoss.keys()])].sort((a, b) => a - b);
+    return [steps, steps.map((s) => this.loss.get(s) ?? null), steps.map((s) => this.evalLoss.get(s) ?? null)];
+  }
+
+  draw() {
+    if (!window.uPlot) return;
+    const data = this.data();
+    document.getElementById("chart-points")?.replaceChildren(`${this.loss.size} train points, ${this.evalLoss.size} evaluations`);
+    this.node.dataset.points = String(this.loss.size);
+    if (!data[0].length) return;
+    if (this.plot) return this.plot.setData(data);
+    const marks = this;
+    this.plot = new uPlot({
+      width: Math.max(320, this.node.clientWidth || 800),
+      height: 300,
+      scales: { x: { time: false } },
+      axes: [{ label: "step" }, { label: "loss" }],
+      legend: { show: false },
+      series: [
+        { label: "step" },
+        { label: "train loss", stroke: "#2f6fed", width: 1.5, spanGaps: true, points: { show: false } },
+        { label: "eval loss", stroke: "#e07b00", width: 0, paths: () => null, points: { show: true, size: 8, fill: "#e07b00" } },
+      ],
+      hooks: { draw: [(u) => {
+        for (const [key, color] of [["best", "#1f8a4c"], ["served", "#7a3fd1"]]) {
+          const step = marks.marks[key];
+          if (step === undefined || step === null) continue;
+          const x = u.valToPos(step, "x", true);
+          const ctx = u.ctx;
+          ctx.save();
+          ctx.strokeStyle = color;
+          ctx.setLineDash([6, 4]);
+          ctx.lineWidth = 1.5 * devicePixelRatio;
+          ctx.beginPath();
+          ctx.moveTo(x, u.bbox.top);
+          ctx.lineTo(x, u.bbox.top + u.bbox.height);
+          ctx.stroke();
+          ctx.restore();
+        }
+      }] },
+    }, data, this.node);
+  }
+}
+
+// ---- the wallet ----------------------------------------------------------------------------
+
+async function walletPage(params, signal) {
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const errors = errorSlot();
+  show(el("h1", { textContent: "Wallet" }), errors);
+  try {
+    const [wallet, ledger] = await Promise.all([
+      api("GET", "/v1/train/wallet", { signal }),
+      api("GET", `/v1/train/ledger${query({ page_size: 25, page_token: token })}`, { signal }),
+    ]);
+    main().append(
+      el("div", { className: "grid" },
+        card("Balance", el("div", { id: "balance" }, facts([
+          ["Balance", dollars(wallet.balance_micro_cents)],
+          ["Held for running work", dollars(wallet.held_micro_cents)],
+          ["Available", dollars(wallet.available_micro_cents)],
+          ["Spent", dollars(wallet.spent_micro_cents)],
+          ["Spend cap", Number(wallet.spend_cap_micro_cents) ? dollars(wallet.spend_cap_micro_cents) : "none"],
+        ]))),
+        card("Holds", (wallet.holds || []).length ? el("table", {}, el("thead", {}, el("tr", {}, ["Job", "Held", "Used", "Charged", "Status"].map((t) => el("th", { textContent: t })))),
+          el("tbody", {}, wallet.holds.map((h) => el("tr", {},
+            el("td", {}, el("a", { href: `#/jobs/${encodeURIComponent(h.job_id)}`, className: "mono", textContent: h.job_id })),
+            el("td", { className: "num", textContent: seconds(h.held_seconds) }), el("td", { className: "num", textContent: seconds(h.used_seconds) }),
+            el("td", { className: "num", textContent: dollars(h.charged_micro_cents) }), el("td", { textContent: h.status }))))) : el("p", { className: "note", textContent: "Nothing is held." }))),
+      card("Ledger", el("table", { id: "ledger" }, el("thead", {}, el("tr", {}, ["When", "Entry", "Kind", "Job", "Amount"].map((t, i) => el("th", { className: i === 4 ? "num" : "", textContent: t })))),
+        el("tbody", {}, (ledger.entries || []).map((e) => el("tr", {},
+          el("td", { textContent: when(e.create_time) }), el("td", { className: "mono", textContent: e.name }), el("td", { textContent: e.kind }),
+          el("td", {}, e.job_id ? el("a", { href: `#/jobs/${encodeURIComponent(e.job_id)}`, className: "mono", textContent: e.job_id }) : ""),
+          el("td", { className: "num", textContent: dollars(e.micro_cents) }))))),
+      el("div", { className: "pager" },
+        back.length ? el("a", { className: "button", textContent: "Newer", href: `#/wallet${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+        ledger.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/wallet${query({ page: ledger.next_page_token, back: [...back, token] })}` }) : null)));
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
+// ---- start -------------------------------------------------------------------------------
+
+document.getElementById("sign-out").onclick = () => {
+  sessionStorage.removeItem(KEY);
+  location.hash = "/signin";
+  route();
+};
+window.addEventListener("hashchange", route);
+route();
