@@ -57,9 +57,11 @@ function card(title, ...body) {
 
 // ---- formatting ----------------------------------------------------------------------------
 
+// Amounts travel in micro-cents; a fraction of a cent keeps its digits rather than reading $0.00.
 function dollars(microCents) {
   const value = Number(microCents || 0) / 1e8;
-  return value.toLocaleString(undefined, { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: 4 });
+  const digits = value !== 0 && Math.abs(value) < 0.01 ? 6 : 4;
+  return value.toLocaleString(undefined, { style: "currency", currency: "USD", minimumFractionDigits: 2, maximumFractionDigits: digits });
 }
 
 function when(timestamp) {

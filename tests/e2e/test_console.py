@@ -4,6 +4,7 @@ sign in, watch a job train live to its end, cancel one, and a bad key's error.""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,30 +114,38 @@ def test_a_member_signs_in_and_watches_a_job_train_to_its_end(
         screenshot(page, tmp_path, "console-jobs.png")
 
 
-def test_a_job_is_cancelled_from_its_page_after_a_confirmation(
+def test_a_job_made_from_the_form_after_its_estimate_is_cancelled_from_its_page(
     stack: StackProcess, page: Page
 ) -> None:
     key = stack.create_key("console-cancel", "member")
+    sign_in(page, stack, key)
+    page.click("a[data-nav=new]")
+    page.fill("#max-steps", "100")
+    create = page.locator("button:has-text('Create job')")
+    expect(create).to_be_disabled()
+    page.click("button:has-text('Estimate')")
+    expect(page.locator("#estimate")).to_contain_text("Expected price")
+    expect(page.locator("#estimate")).to_contain_text("100")  # the planned steps
+    create.click()
+    expect(page).to_have_url(re.compile(r"#/jobs/job_"))
+    job_id = page.url.rsplit("/", 1)[1]
+    asked: list[str] = []
+
+    def confirm(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", confirm)
+    page.click("#cancel")
+    head = page.locator("#job-head [data-status]").first
+    expect(head).to_have_attribute("data-status", "cancelled", timeout=TRAINING)
+    assert asked and "Cancel job #" in asked[0]
     with httpx.Client(
         base_url=stack.url, headers={"authorization": f"Bearer {key}"}, timeout=30
     ) as api:
-        job = create(api, 100)
-        sign_in(page, stack, key)
-        expect(page.locator("#jobs")).to_be_visible()
-        page.goto(f"{stack.url}/console/#/jobs/{job['id']}")
-        asked: list[str] = []
-
-        def confirm(dialog: Dialog) -> None:
-            asked.append(dialog.message)
-            dialog.accept()
-
-        page.on("dialog", confirm)
-        page.click("#cancel")
-        head = page.locator("#job-head [data-status]").first
-        expect(head).to_have_attribute("data-status", "cancelled", timeout=TRAINING)
-        assert asked and f"#{job['number']}" in asked[0]
-        assert api.get(f"/v1/train/jobs/{job['id']}").json()["status"] == "cancelled"
-        expect(page.locator("#retry")).to_be_visible()
+        (job,) = api.get("/v1/train/jobs").json()["jobs"]
+    assert (job["id"], job["status"]) == (job_id, "cancelled")
+    expect(page.locator("#retry")).to_be_visible()
 
 
 def test_a_bad_key_shows_the_apis_code_and_detail(stack: StackProcess, page: Page) -> None:
