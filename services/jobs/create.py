@@ -104,17 +104,20 @@ class JobCreation:
         """Validate and plan a spec as a create would, in HIP-1333 §3's order."""
         base = spec.validate(job, self._catalog)
         expanded = spec.expand(job, base)
-        rows = sources.load(expanded.dataset.uri, principal.org, self._reader)
+        rows = sources.load(expanded.dataset.uri, principal.org, self._reader, base.rows)
         try:
+            selected = datasets.select(rows, expanded.dataset.tags)
             stats = datasets.check(
-                datasets.select(rows, expanded.dataset.tags),
+                selected,
                 system_prompt=expanded.dataset.system_prompt,
                 loss_mask=expanded.objective.loss_mask,
             )
         except datasets.DatasetError as exc:
             raise sources.domain_error(exc) from None
         bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
-        plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound)
+        held_out = sources.held_out(base.rows)
+        evals = None if held_out is None else sum(map(held_out, selected))
+        plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound, evals)
         workload = planning.workload_seconds(
             base.to_proto().profile.duration,
             plan.planned_steps,

@@ -15,6 +15,7 @@ from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.jobs import sources, store
 from trainyard.training import datasets
+from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,10 @@ class Preparation:
         store: Store,
         reader: sources.DatasetReader | None,
         snapshots: sources.SnapshotKeeper | None,
+        catalog: Catalog,
     ) -> None:
         self._store = store
+        self._catalog = catalog
         self._reader = reader
         self._snapshots = snapshots
 
@@ -54,9 +57,13 @@ class Preparation:
         if verified:
             return True
         try:
-            rows = sources.load(job.dataset.uri, org, self._reader)
+            base = self._catalog.get(job.base_model)
+            kind = base.rows if base is not None else "chat"
+            rows = sources.load(job.dataset.uri, org, self._reader, kind)
             snapshot = datasets.build_snapshot(
-                datasets.select(rows, job.dataset.tags), job.objective.loss_mask
+                datasets.select(rows, job.dataset.tags),
+                job.objective.loss_mask,
+                sources.held_out(kind),
             )
             if self._snapshots is not None:
                 self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)

@@ -43,7 +43,7 @@ class JobService:
         self.creation = JobCreation(store, catalog, config, reader)
         self.reads = JobReads(store, tokens)
         self.control = JobControl(store, config)
-        self.preparation = Preparation(store, reader, snapshots)
+        self.preparation = Preparation(store, reader, snapshots, catalog)
 
     # -- create.py -----------------------------------------------------------------------------
 

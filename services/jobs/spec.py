@@ -12,6 +12,7 @@ from google.protobuf import json_format
 from services.core import errors, retention
 from services.jobs import validation as v
 from trainyard.job.v1 import job_pb2
+from trainyard.training import decisions
 from trainyard.training.catalog import FIXTURE_DATASET, Base, Catalog
 
 MODES = ("full", "lora", "qlora", "readout", "basis", "auto")
@@ -24,6 +25,11 @@ LORA_DEFAULTS = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
 BASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$")
 ARTIFACT_URI = "artifact:"
 DEFAULT_PROJECT = "default"
+
+
+FIXTURES = (FIXTURE_DATASET, decisions.FIXTURE_DATASET)
+# What `protect.budget` is when a job protects suites and names none: HIP-1333 §3's example.
+BUDGET_DEFAULTS = {"accuracy": 0.02, "ece": 0.03}
 
 
 def _one_of(field: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -58,9 +64,11 @@ def check_shape(job: job_pb2.Job) -> None:
     if not job.dataset.uri:
         raise errors.ValidationError("dataset.uri", "is required")
     sha = artifact_sha256(job.dataset.uri)
-    if job.dataset.uri != FIXTURE_DATASET and not (sha is not None and v.SHA256.match(sha)):
+    if job.dataset.uri not in FIXTURES and not (sha is not None and v.SHA256.match(sha)):
         raise errors.ValidationError(
-            "dataset.uri", "must be fixture:synthetic-tiny-v1 or artifact:<sha256>"
+            "dataset.uri",
+            "must be a built-in fixture: or artifact:<sha256>",
+            metadata={"supported": ",".join(FIXTURES)},
         )
     for tag in job.dataset.tags:
         v.check_identifier("dataset.tags", tag, v.NAME, "a tag name")
@@ -225,29 +233,26 @@ def check_support(job: job_pb2.Job, base: Base) -> None:
         raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.targets", base.targets)
     if job.adaptation.basis or job.adaptation.sources:
         raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.basis", ())
-    if job.objective.terms:
+    if any(term.kind not in base.terms for term in job.objective.terms):
         raise _unsupported("UNSUPPORTED_OBJECTIVE", "objective.terms", base.terms)
-    pr = job.protect
-    if (
-        pr.suites
-        or pr.capabilities
-        or pr.distillation
-        or pr.HasField("projection")
-        or pr.HasField("budget")
-    ):
-        raise _unsupported("UNSUPPORTED_PROTECT", "protect", base.protect)
+    check_protect(job.protect, base)
     if job.output.kind and job.output.kind not in base.outputs:
         raise _unsupported("UNSUPPORTED_OUTPUT", "output.kind", base.outputs)
     if job.resources.devices and not set(job.resources.devices) & set(base.devices):
         raise _unsupported("UNSUPPORTED_DEVICE", "resources.devices", base.devices)
     if job.evaluation.suites and any(s not in base.suites for s in job.evaluation.suites):
         raise _unsupported("UNSUPPORTED_EVALUATION", "evaluation.suites", base.suites)
-    if dataset_scheme(job.dataset.uri) not in base.datasets:
+    scheme = dataset_scheme(job.dataset.uri)
+    if scheme not in base.datasets or (
+        scheme == "fixture" and job.dataset.uri not in base.fixtures
+    ):
         raise errors.ValidationError(
             "dataset.uri",
             "names a source the base model cannot read",
-            metadata={"supported": ",".join(base.datasets)},
+            metadata={"supported": ",".join((*base.fixtures, "artifact"))},
         )
+    if base.rows == "decision" and job.dataset.system_prompt.strip():
+        raise errors.ValidationError("dataset.system_prompt", "applies only to chat rows")
     if job.objective.loss_mask and job.objective.loss_mask not in base.loss_masks:
         raise errors.ValidationError(
             "objective.loss_mask",
@@ -270,6 +275,28 @@ def check_support(job: job_pb2.Job, base: Base) -> None:
                 "is outside the base model's range",
                 metadata={"min": f"{lo:g}", "max": f"{hi:g}"},
             )
+
+
+def check_protect(pr: job_pb2.Protection, base: Base) -> None:
+    """What the job protects, against what the base can protect: suites it already
+    answers, by projection and distillation, within a budget."""
+    asked = (
+        pr.suites or pr.capabilities or pr.distillation
+        or pr.HasField("projection") or pr.HasField("budget")
+    )  # fmt: skip
+    if asked and not base.protect:
+        raise _unsupported("UNSUPPORTED_PROTECT", "protect", base.protect)
+    if pr.capabilities:
+        raise _unsupported("UNSUPPORTED_PROTECT", "protect.capabilities", base.protect)
+    unknown = [suite for suite in pr.suites if suite not in base.protectable]
+    if unknown:
+        raise errors.ValidationError(
+            "protect.suites",
+            "names a suite the base does not answer",
+            metadata={"supported": ",".join(base.protectable)},
+        )
+    if asked and not pr.suites:
+        raise errors.ValidationError("protect.suites", "is required to protect anything")
 
 
 def validate(job: job_pb2.Job, catalog: Catalog) -> Base:
@@ -318,6 +345,16 @@ def expand(job: job_pb2.Job, base: Base) -> job_pb2.Job:
             ad.alpha = int(LORA_DEFAULTS["alpha"])  # type: ignore[call-overload]
         if not ad.targets:
             ad.targets[:] = list(LORA_DEFAULTS["targets"])  # type: ignore[call-overload]
+
+    pr = out.protect
+    if pr.suites:
+        pr.suites[:] = list(dict.fromkeys(pr.suites))
+        for field, bound in BUDGET_DEFAULTS.items():
+            if not pr.budget.HasField(field):
+                setattr(pr.budget, field, bound)
+    if pr.HasField("projection") and not pr.projection.HasField("strength"):
+        pr.projection.strength = 1.0
+    out.evaluation.suites[:] = list(dict.fromkeys(out.evaluation.suites))
 
     out.objective.loss = out.objective.loss or "cross_entropy"
     out.objective.loss_mask = out.objective.loss_mask or base.loss_masks[0]

@@ -23,7 +23,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_catalog_lists_what_is_on_disk(models: Path) -> None:
     catalog = Catalog.discover(models)
-    assert catalog.names == ["fixture-tiny-llm", "tiny-llama"]
+    assert catalog.names == ["fixture-tiny-decider", "fixture-tiny-llm", "tiny-llama"]
     base = catalog.get("tiny-llama")
     assert base is not None and base.parameters > 0
     assert {"q_proj", "v_proj", "down_proj"} <= set(base.targets)
@@ -35,8 +35,11 @@ def test_the_catalog_lists_what_is_on_disk(models: Path) -> None:
     )
 
 
-def test_no_models_dir_lists_only_the_fixture(tmp_path: Path) -> None:
-    assert Catalog.discover(tmp_path / "absent").names == ["fixture-tiny-llm"]
+def test_no_models_dir_lists_only_the_built_in_bases(tmp_path: Path) -> None:
+    assert Catalog.discover(tmp_path / "absent").names == [
+        "fixture-tiny-decider",
+        "fixture-tiny-llm",
+    ]
 
 
 def test_a_job_on_a_local_base_validates_and_expands_from_its_profile(models: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
+from trainyard.training import decisions
 
 FIXTURE_BASE = "fixture-tiny-llm"
 
@@ -78,8 +79,17 @@ class Base:
     duration: Mapping[str, float] = dataclasses.field(default_factory=dict)
     # Where a local base's weights lie; never answered by the API.
     path: str = ""
+    # The built-in datasets it reads (`fixture:…`).
+    fixtures: tuple[str, ...] = (FIXTURE_DATASET,)
+    # What its rows are: `chat` (messages) or `decision` (a state and one question).
+    rows: str = "chat"
+    # The suites `protect.suites` may name: those the base already answers.
+    protectable: tuple[str, ...] = ()
+    output: str = ""
 
     def default_output_kind(self, mode: str) -> str:
+        if self.output:
+            return self.output
         return "lora" if mode in ("lora", "qlora") else "checkpoint"
 
     def to_proto(self) -> model_pb2.BaseModel:
@@ -166,6 +176,70 @@ FIXTURE = Base(
 )
 
 
+DECIDER_BASE = "fixture-tiny-decider"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeciderArchitecture:
+    """The built-in decision model's shape (executor/decider.py builds it): hashed
+    character trigrams into a bag of embeddings, a residual MLP, a bilinear head."""
+
+    buckets: int = 2048
+    dim: int = 64
+    hidden: int = 128
+
+    @property
+    def parameters(self) -> int:
+        d, h = self.dim, self.hidden
+        return self.buckets * d + (d * h + h + h * d + d) + d * d + 1
+
+
+# HIP-1333 §4's decision row (the `kai` row), played on CPU by a model built in code.
+DECIDER = Base(
+    name=DECIDER_BASE,
+    revision="v1",
+    description="A small decision model over text, built from a seeded recipe: answers "
+    "choice, score and noul questions about a state; knows the sentiment, topic and spam "
+    "suites.",
+    parameters=DeciderArchitecture().parameters,
+    defaults={
+        "num_train_epochs": 3,
+        "learning_rate": 0.01,
+        "per_device_train_batch_size": 16,
+        "gradient_accumulation_steps": 1,
+        "warmup_steps": 0,
+        "max_seq_length": 256,
+        "early_stopping_patience": 0,
+        "base_load_precision": "fp32",
+        "save_steps": 10,
+        "seed": 0,
+        "weight_decay": 0.0,
+    },
+    adaptation={"mode": "readout"},
+    ranges={**FIXTURE.ranges, "hyperparameters.max_steps": (1, 1000)},
+    adaptations=("full", "readout", "auto"),
+    outputs=("checkpoint", "capability"),
+    devices=("cpu", "cuda"),
+    datasets=("fixture", "artifact"),
+    loss_masks=("assistant_only",),
+    precisions=("fp32",),
+    protect=("suites", "projection", "distillation"),
+    terms=("pairwise_margin", "hard_margin", "consistency"),
+    suites=tuple(decisions.SUITES),
+    zero_stage=0,
+    duration={
+        "fixed_seconds": 20.0,
+        "reference_seq_length": 256,
+        "reference_step_seconds": 0.05,
+        "step_seconds_per_token": 0.0,
+    },
+    fixtures=(decisions.FIXTURE_DATASET,),
+    rows="decision",
+    protectable=decisions.KNOWN_SUITES,
+    output="capability",
+)
+
+
 LINEAR_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LOCAL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
@@ -187,7 +261,7 @@ def local_base(directory: Path) -> Base | None:
     weights = sorted(directory.glob("*.safetensors"))
     if (
         not LOCAL_NAME.match(name)
-        or name == FIXTURE_BASE
+        or name in (FIXTURE_BASE, DECIDER_BASE)
         or not config_path.is_file()
         or not weights
     ):
@@ -230,7 +304,7 @@ def local_base(directory: Path) -> Base | None:
 class Catalog:
     """The bases this deployment trains."""
 
-    def __init__(self, bases: tuple[Base, ...] = (FIXTURE,)) -> None:
+    def __init__(self, bases: tuple[Base, ...] = (FIXTURE, DECIDER)) -> None:
         self._bases = {base.name: base for base in bases}
 
     @classmethod
@@ -248,7 +322,7 @@ class Catalog:
                 for d in sorted(models_dir.iterdir())
                 if d.is_dir() and (b := local_base(d)) is not None
             ]
-        return cls((FIXTURE, *found))
+        return cls((FIXTURE, DECIDER, *found))
 
     def get(self, name: str) -> Base | None:
         return self._bases.get(name)

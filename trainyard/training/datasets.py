@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from trainyard.training import planning
 
@@ -247,9 +247,15 @@ def read_snapshot(data: bytes) -> list[tuple[Row, str]]:
     return items
 
 
-def build_snapshot(rows: Sequence[Row], loss_mask: str) -> Snapshot:
-    held_out = eval_ids(rows, loss_mask)
-    items = [(row, "eval" if row.id in held_out else "train") for row in rows]
+def build_snapshot(
+    rows: Sequence[Row], loss_mask: str, held_out: Callable[[Row], bool] | None = None
+) -> Snapshot:
+    """The snapshot with its eval split: the `held_out` rows, or by default the product
+    API's split (`eval_ids`)."""
+    if held_out is None:
+        ids = eval_ids(rows, loss_mask)
+        held_out = lambda row: row.id in ids  # noqa: E731
+    items = [(row, "eval" if held_out(row) else "train") for row in rows]
     lines = [
         json.dumps({**row.to_json(), "split": split}, sort_keys=True, separators=(",", ":"))
         for row, split in items

@@ -73,9 +73,17 @@ def eval_count(selected: int) -> int:
     return 0 if candidate < MIN_EVAL else min(candidate, MAX_EVAL)
 
 
-def plan(trainable: int, hp: job_pb2.Hyperparameters, step_bound: int | None = None) -> Plan:
-    """`hp` is expanded: batch settings present, exactly one of epochs or max_steps."""
-    evals = eval_count(trainable)
+def plan(
+    trainable: int,
+    hp: job_pb2.Hyperparameters,
+    step_bound: int | None = None,
+    evals: int | None = None,
+) -> Plan:
+    """`hp` is expanded: batch settings present, exactly one of epochs or max_steps.
+    `evals` is the holdout when the rows choose their own (decisions, by state); else
+    the product API's formula sizes it."""
+    if evals is None:
+        evals = eval_count(trainable)
     train = trainable - evals
     ebs = hp.per_device_train_batch_size * hp.gradient_accumulation_steps
     per_epoch = -(-train // ebs)  # ceil: a partial last batch is still a step

@@ -213,7 +213,7 @@ class RegressionBudget(_message.Message):
     def __init__(self, accuracy: _Optional[float] = ..., ece: _Optional[float] = ...) -> None: ...
 
 class Evaluation(_message.Message):
-    __slots__ = ("suites", "best_loss", "best_step", "last_loss", "last_step", "evaluations", "served_step", "promoted_before_last_eval", "verdict")
+    __slots__ = ("suites", "best_loss", "best_step", "last_loss", "last_step", "evaluations", "served_step", "promoted_before_last_eval", "verdict", "grades")
     SUITES_FIELD_NUMBER: _ClassVar[int]
     BEST_LOSS_FIELD_NUMBER: _ClassVar[int]
     BEST_STEP_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +223,7 @@ class Evaluation(_message.Message):
     SERVED_STEP_FIELD_NUMBER: _ClassVar[int]
     PROMOTED_BEFORE_LAST_EVAL_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
+    GRADES_FIELD_NUMBER: _ClassVar[int]
     suites: _containers.RepeatedScalarFieldContainer[str]
     best_loss: float
     best_step: int
@@ -232,7 +233,34 @@ class Evaluation(_message.Message):
     served_step: int
     promoted_before_last_eval: bool
     verdict: str
-    def __init__(self, suites: _Optional[_Iterable[str]] = ..., best_loss: _Optional[float] = ..., best_step: _Optional[int] = ..., last_loss: _Optional[float] = ..., last_step: _Optional[int] = ..., evaluations: _Optional[int] = ..., served_step: _Optional[int] = ..., promoted_before_last_eval: _Optional[bool] = ..., verdict: _Optional[str] = ...) -> None: ...
+    grades: _containers.RepeatedCompositeFieldContainer[SuiteGrade]
+    def __init__(self, suites: _Optional[_Iterable[str]] = ..., best_loss: _Optional[float] = ..., best_step: _Optional[int] = ..., last_loss: _Optional[float] = ..., last_step: _Optional[int] = ..., evaluations: _Optional[int] = ..., served_step: _Optional[int] = ..., promoted_before_last_eval: _Optional[bool] = ..., verdict: _Optional[str] = ..., grades: _Optional[_Iterable[_Union[SuiteGrade, _Mapping]]] = ...) -> None: ...
+
+class SuiteGrade(_message.Message):
+    __slots__ = ("suite", "role", "examples", "base", "trained", "within_budget")
+    SUITE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    suite: str
+    role: str
+    examples: int
+    base: Grades
+    trained: Grades
+    within_budget: bool
+    def __init__(self, suite: _Optional[str] = ..., role: _Optional[str] = ..., examples: _Optional[int] = ..., base: _Optional[_Union[Grades, _Mapping]] = ..., trained: _Optional[_Union[Grades, _Mapping]] = ..., within_budget: _Optional[bool] = ...) -> None: ...
+
+class Grades(_message.Message):
+    __slots__ = ("accuracy", "log_loss", "ece")
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    LOG_LOSS_FIELD_NUMBER: _ClassVar[int]
+    ECE_FIELD_NUMBER: _ClassVar[int]
+    accuracy: float
+    log_loss: float
+    ece: float
+    def __init__(self, accuracy: _Optional[float] = ..., log_loss: _Optional[float] = ..., ece: _Optional[float] = ...) -> None: ...
 
 class Resources(_message.Message):
     __slots__ = ("machines", "devices", "steps", "max_seconds", "budget")
