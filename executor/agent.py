@@ -49,8 +49,11 @@ class AgentConfig:
     trainer: str = "executor.train"
     work_root: Path = Path(".trainyard/executor")
     bases: tuple[str, ...] = ("fixture-tiny-llm",)
-    adaptations: tuple[str, ...] = ("full", "lora")
+    # What the trainer (executor.train) runs: the language models' and the decision base's.
+    adaptations: tuple[str, ...] = ("full", "lora", "readout")
     outputs: tuple[str, ...] = ("checkpoint", "lora", "capability")
+    terms: tuple[str, ...] = ("pairwise_margin", "hard_margin", "consistency")
+    protect: tuple[str, ...] = ("suites", "projection", "distillation")
     # How long an upload or an input read keeps trying through a store that does not answer.
     patience_seconds: float = PATIENCE_SECONDS
     # Append every event sent and every acknowledgement to this file (for audits of the wire).
@@ -128,7 +131,10 @@ class Agent:
         c = self.config
         hello = claim_service_pb2.Hello(
             machine=c.machine, platform=c.platform, bases=c.bases, devices=c.devices, slots=c.slots,
-            supports=task_pb2.Supports(adaptations=c.adaptations, outputs=c.outputs), leases=held,
+            supports=task_pb2.Supports(
+                adaptations=c.adaptations, outputs=c.outputs, terms=c.terms, protect=c.protect
+            ),
+            leases=held,
         )  # fmt: skip
 
         def requests() -> Iterator[claim_service_pb2.ConnectRequest]:

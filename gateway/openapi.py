@@ -109,7 +109,7 @@ _DATASET = ("DATASET_SELECTION_INVALID", "DATASET_EMPTY", "DATASET_UNUSABLE", "D
 _MONEY = tuple(sorted(rest.MONEY))
 # The reasons a method meets beyond the common ones that its proto comment does not name in
 # backticks (those are read from the descriptor and added): HIP-1333 §3's create order, §6
-# and §10's grants, §5's leases, and methods declared but not served yet.
+# and §10's grants, §5's leases.
 REASONS: Mapping[str, tuple[str, ...]] = {
     "trainyard.job.v1.JobService.CreateJob": (
         *_SHAPE, *_DATASET, *_MONEY, "DURATION_EXCEEDS_LIMIT", "QUEUE_LIMIT_EXCEEDED",
@@ -121,11 +121,7 @@ REASONS: Mapping[str, tuple[str, ...]] = {
         "DURATION_EXCEEDS_LIMIT", "QUEUE_LIMIT_EXCEEDED",
     ),
     "trainyard.job.v1.JobService.CancelJob": ("JOB_NOT_IN_TRAINING",),
-    # Publishing answers `UNIMPLEMENTED` until issue 14 builds it.
-    "trainyard.job.v1.JobService.PublishJob": (
-        "INVALID_TRANSITION", "ROUTE_CONFLICT", "UNIMPLEMENTED",
-    ),
-    "trainyard.job.v1.JobService.ListPublished": ("UNIMPLEMENTED",),
+    "trainyard.job.v1.JobService.PublishJob": ("INVALID_TRANSITION", "ROUTE_CONFLICT"),
     "trainyard.artifact.v1.ArtifactService.CreateArtifact": ("PENDING_LIMIT", *_MONEY),
     "trainyard.artifact.v1.ArtifactService.ConfirmArtifact": (
         "ARTIFACT_MISMATCH", "ARTIFACT_NOT_UPLOADED",

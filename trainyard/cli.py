@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from rich.progress import TextColumn
 
 from trainyard import sdk, watch
+from trainyard.job.v1 import publication_pb2
 
 FIXTURE_SPEC = {
     "base_model": "fixture-tiny-llm",
@@ -273,6 +274,95 @@ def jobs_events(ctx: click.Context, job_id: str, after: int) -> None:
             if not page.events:
                 break
             after = page.next_after
+
+
+def _route(keys: tuple[str, ...], options: tuple[str, ...], route: str | None) -> Any:
+    """The route the options spell, or None when they spell none."""
+    if route is not None:
+        if keys or options:
+            raise click.UsageError("--route replaces --key and --option; give one or the other.")
+        try:
+            parsed = json.loads(route)
+        except ValueError:
+            raise click.BadParameter("is not JSON", param_hint="--route") from None
+        try:
+            return json_format.ParseDict(parsed, publication_pb2.Route())
+        except (json_format.ParseError, TypeError, AttributeError):
+            raise click.BadParameter("is not a route", param_hint="--route") from None
+    narrowed: dict[str, dict[str, Any]] = {}
+    for text in options:
+        key, has_key, rest = text.partition("=")
+        kind, has_kind, labels = rest.partition(":")
+        if not (has_key and has_kind):
+            raise click.BadParameter("must be KEY=TYPE:LABEL,LABEL", param_hint="--option")
+        narrowed[key] = {"type": kind, "labels": labels.split(",") if labels else []}
+    if not keys and not narrowed:
+        return None
+    return {"keys": list(dict.fromkeys([*keys, *narrowed])), "options": narrowed}
+
+
+@jobs.command("publish")
+@click.argument("job_id")
+@click.option("--name", default="", help="The published name; the output's name when omitted.")
+@click.option("--force", is_flag=True, help="Publish a rejected job's output (recorded as forced).")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY",
+    help="A question key the capability answers; repeat for each (1 to 64).",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=TYPE:LABEL,LABEL",
+    help="Narrow KEY (added to the keys) to one question: its type (choice, score or noul) "
+    "and its labels, in order. Repeat for each key.",
+)
+@click.option(
+    "--route",
+    metavar="JSON",
+    help='The whole route instead of --key/--option, for keys or labels holding "=", ":" '
+    'or ",": {"keys": ["topic"], "options": {"topic": {"type": "choice", "labels": ["a"]}}}.',
+)
+@click.pass_context
+def jobs_publish(
+    ctx: click.Context,
+    job_id: str,
+    name: str,
+    force: bool,
+    keys: tuple[str, ...],
+    options: tuple[str, ...],
+    route: str | None,
+) -> None:
+    """Publish a succeeded job's output under a name of the org; a name published before
+    moves to this job. A capability is published with the questions it answers (a route),
+    any other output without one. Prints the publication.
+
+    \b
+    trainyard jobs publish job_… --key spam
+    trainyard jobs publish job_… --name triage --option topic=choice:billing,bug,other
+    """
+    asked = _route(keys, options, route)
+    with _client(ctx) as client:
+        _print(client.publish_job(job_id, name=name, force=force, route=asked))
+
+
+@main.command()
+@click.option(
+    "--revision", default="", help="The revision held: answers changed false while current."
+)
+@click.pass_context
+def published(ctx: click.Context, revision: str) -> None:
+    """List every org's published capabilities with download URLs valid 10 minutes; the
+    platform's key only. Prints the revision, whether it changed, and the list."""
+    with _client(ctx) as client:
+        answer = client.published(revision=revision)
+    data = [json_format.MessageToDict(p, preserving_proto_field_name=True) for p in answer.data]
+    click.echo(
+        json.dumps({"revision": answer.revision, "changed": answer.changed, "data": data}, indent=2)
+    )
 
 
 @main.group()

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import httpx
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -38,6 +38,7 @@ from trainyard.job.v1 import (
     job_service_pb2,
     job_service_pb2_grpc,
     model_pb2,
+    publication_pb2,
 )
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
 
@@ -209,6 +210,29 @@ class Client:
                 "ListJobAttempts", job_service_pb2.ListJobAttemptsRequest(id=job_id)
             ).attempts
         )
+
+    def publish_job(
+        self,
+        job_id: str,
+        *,
+        name: str = "",
+        force: bool = False,
+        route: Mapping[str, Any] | publication_pb2.Route | None = None,
+    ) -> publication_pb2.Publication:
+        """Publish a succeeded job's output under `name` (the output's name when empty); a
+        rejected job's needs `force`. A capability needs its `route`
+        (`{"keys": [...], "options": {key: {"type", "labels"}}}`); nothing else takes one."""
+        request = job_service_pb2.PublishJobRequest(id=job_id, name=name, force=force)
+        if isinstance(route, publication_pb2.Route):
+            request.route.CopyFrom(route)
+        elif route is not None:
+            json_format.ParseDict(dict(route), request.route)
+        return self._call("PublishJob", request)
+
+    def published(self, *, revision: str = "") -> job_service_pb2.ListPublishedResponse:
+        """Every org's published capabilities (the platform's key): `changed` false and no
+        data while `revision` is the current one, else each with a download URL."""
+        return self._call("ListPublished", job_service_pb2.ListPublishedRequest(revision=revision))
 
     def models(self) -> list[model_pb2.BaseModel]:
         return list(self._call("ListModels", job_service_pb2.ListModelsRequest()).models)

@@ -40,6 +40,36 @@ def describe(job: job_pb2.Job) -> str:
     return "  ".join(parts)
 
 
+def grades(job: job_pb2.Job) -> list[str]:
+    """The graded suites of an ended job, base against trained, and its verdict; nothing
+    for a job that graded none."""
+    found = job.evaluation.grades
+    if not found:
+        return []
+    budget = job.protect.budget
+    lines = [
+        f"verdict {job.evaluation.verdict or '-'}"
+        + (
+            f"  (budget: accuracy down at most {budget.accuracy:g}, ece up at most {budget.ece:g})"
+            if job.protect.suites
+            else ""
+        ),
+        f"{'suite':<14}{'role':<11}{'n':>5}  {'accuracy':>17}  {'log loss':>17}  {'ece':>17}  within",
+    ]
+    for g in found:
+        pairs = [
+            f"{getattr(g.base, m):.3f} → {getattr(g.trained, m):.3f}"
+            for m in ("accuracy", "log_loss", "ece")
+        ]
+        within = ("yes" if g.within_budget else "no") if g.role == "protected" else "-"
+        lines.append(
+            f"{g.suite:<14}{g.role:<11}{g.examples:>5}  "
+            + "  ".join(f"{p:>17}" for p in pairs)
+            + f"  {within}"
+        )
+    return lines
+
+
 def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
     """Render a stream of WatchJobResponse until it ends; returns the last job seen."""
     out = out or sys.stdout
@@ -68,6 +98,8 @@ def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
                     )
         if last is not None:
             console.print(describe(last))
+            for line in grades(last):
+                console.print(line, highlight=False)
         return last
     previous = ""
     for update in updates:  # type: ignore[attr-defined]
@@ -79,4 +111,6 @@ def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
                 out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
                 out.flush()
                 previous = line
+    if last is not None and (found := grades(last)):
+        out.write("\n".join(found) + "\n")
     return last

@@ -480,14 +480,32 @@ function evaluationCard(job) {
       + (latest !== undefined && latest !== null ? `the latest evaluation loss is ${number(latest)}. ` : "")
       + (TERMINAL.has(job.status) ? "The run reported no evaluation." : "The summary comes when the run ends.") }));
   }
-  return card("Evaluation", facts([
+  const node = card("Evaluation", facts([
     ["Best loss", `${number(evaluation.best_loss)} at step ${evaluation.best_step}`],
     ["Last loss", `${number(evaluation.last_loss)} at step ${evaluation.last_step}`],
     ["Evaluations", evaluation.evaluations],
     ["Served checkpoint", evaluation.served_step !== undefined ? `step ${evaluation.served_step}` : ""],
     ["Verdict", evaluation.verdict],
   ]), evaluation.promoted_before_last_eval
-    ? el("p", { className: "note", textContent: "The served checkpoint is not the last evaluated one: a better one came earlier." }) : null);
+    ? el("p", { className: "note", textContent: "The served checkpoint is not the last evaluated one: a better one came earlier." }) : null,
+  gradesTable(evaluation.grades || [], job.protect?.budget));
+  node.id = "evaluation";
+  return node;
+}
+
+// Each graded suite, base → trained; a protected suite outside the budget is marked.
+function gradesTable(grades, budget) {
+  if (!grades.length) return null;
+  const pair = (g, metric) => `${number(g.base?.[metric], 3)} → ${number(g.trained?.[metric], 3)}`;
+  return el("div", {},
+    budget ? el("p", { className: "note", textContent: `Budget: accuracy down at most ${budget.accuracy ?? "—"}, ECE up at most ${budget.ece ?? "—"}.` }) : null,
+    el("table", { id: "grades" }, el("thead", {}, el("tr", {}, ["Suite", "Role", "Accuracy", "Log loss", "ECE", "Within"].map((t) => el("th", { textContent: t })))),
+      el("tbody", {}, grades.map((g) => el("tr", { attrs: { "data-suite": g.suite } },
+        el("td", { textContent: g.suite }), el("td", { textContent: g.role }),
+        el("td", { className: "num", textContent: pair(g, "accuracy") }),
+        el("td", { className: "num", textContent: pair(g, "log_loss") }),
+        el("td", { className: "num", textContent: pair(g, "ece") }),
+        el("td", { textContent: g.role === "protected" ? (g.within_budget ? "yes" : "no") : "" }))))));
 }
 
 // 002: the outcome card is an exception surface. It shows early stopping, a cancel and the

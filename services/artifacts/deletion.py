@@ -18,8 +18,18 @@ from services.artifacts.objects import ObjectStore
 from services.core import audit, errors, lifecycle
 from services.core.auth import Principal
 from services.core.store import Store
-from services.core.tables import in_use
+from services.core.tables import in_use, published
 from trainyard.artifact.v1 import artifact_service_pb2
+
+
+def _refuse_kept(session: Session, org: str, sha256: str) -> None:
+    """An object a publication names, or that a job which has not ended reads, is kept."""
+    if published(session, org, sha256):
+        raise errors.FailedPrecondition("The object is published.", reason="PUBLISHED")
+    if in_use(session, org, sha256):
+        raise errors.FailedPrecondition(
+            "A job that has not ended reads the object.", reason="IN_USE"
+        )
 
 
 class Deletion:
@@ -57,15 +67,13 @@ class Deletion:
                 if self._forgotten(session, org, sha256):
                     return []
                 raise errors.NotFound()
-            if row.published:
-                raise errors.FailedPrecondition("The object is published.", reason="PUBLISHED")
-            if in_use(session, org, sha256):
-                raise errors.FailedPrecondition(
-                    "A job that has not ended reads the object.", reason="IN_USE"
-                )
+            _refuse_kept(session, org, sha256)
         with self._store.unit() as session:
-            row = store.object_row(session, org, sha256)
+            # Again under the object's lock, which a publish takes too: one that landed
+            # since the read above keeps the object.
+            row = store.object_row(session, org, sha256, lock=True)
             if row is not None:
+                _refuse_kept(session, org, sha256)
                 audit.record(
                     session, "training.artifact.deleted", org=org, subject=row.id,
                     actor=principal.key_id, request_id=request_id,
@@ -99,7 +107,7 @@ class Deletion:
                     continue
                 kept = (
                     "published"
-                    if row.published
+                    if published(session, org, other)
                     else "in_use"
                     if in_use(session, org, other)
                     else "held_by_another_job"
@@ -150,6 +158,8 @@ class Deletion:
             ]
         for org, sha256, status, object_id, upload_id in stale:
             with self._store.unit() as session:
+                if status != "pending" and published(session, org, sha256):
+                    continue  # published since it was found: kept
                 audit.record(
                     session, "training.artifact.retention.swept", org=org, subject=object_id,
                     code="grant_lapsed" if status == "pending" else "expired",

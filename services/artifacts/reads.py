@@ -18,7 +18,7 @@ from services.core import errors
 from services.core.auth import Principal
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store
-from services.core.tables import ObjectRow, readable
+from services.core.tables import ObjectRow, published, readable
 from trainyard.artifact.v1 import artifact_pb2
 
 DOWNLOAD_SECONDS = 600
@@ -49,7 +49,8 @@ class ArtifactReads:
         """The object as answered; `with_url` adds a download URL that expires."""
         out = artifact_pb2.Artifact(
             sha256=row.sha256, size=row.size, kind=row.kind, name=row.name, status=row.status,
-            job_id=row.job_id, published=row.published, retention_policy=row.retention_policy,
+            job_id=row.job_id, published=published(session, row.org, row.sha256),
+            retention_policy=row.retention_policy,
             meta=row.meta or {}, create_time=_ts(row.stored_time or row.create_time),
         )  # fmt: skip
         if row.expires_at is not None:

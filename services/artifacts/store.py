@@ -18,7 +18,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, ids
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import JobArtifactRow, JobRow, ObjectRow, readable
+from services.core.tables import JobArtifactRow, JobRow, ObjectRow, publishes, readable
 
 T = TypeVar("T")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -204,7 +204,7 @@ def stale_objects(
                     ObjectRow.status == "stored",
                     ObjectRow.expires_at.is_not(None),
                     ObjectRow.expires_at <= now,
-                    ObjectRow.published.is_(False),
+                    ~publishes(ObjectRow.org, ObjectRow.sha256),
                 ),
             )
         )

@@ -19,6 +19,8 @@ NAMES = frozenset(
         "training.job.cancel.accepted",
         "training.job.cancel.rejected",
         "training.job.retry.accepted",
+        "training.job.publish.accepted",
+        "training.job.publish.rejected",
         "training.artifact.placeholder.registered",
         "training.artifact.provenance.recorded",
         "training.artifact.deleted",

@@ -32,8 +32,9 @@ def acting_in(config: Config, org: str) -> list[tuple[str, str]]:
 
 
 class ArtifactReader:
-    """JobService's calls to ArtifactService: it reads an org's uploaded rows, and keeps a
-    job's dataset snapshot as an object the job holds."""
+    """JobService's calls to ArtifactService: it reads an org's uploaded rows, keeps a
+    job's dataset snapshot as an object the job holds, and has published objects'
+    download URLs signed."""
 
     def __init__(self, config: Config) -> None:
         self._config = config
@@ -90,6 +91,20 @@ class ArtifactReader:
             raise _domain_error(exc) from None
         except httpx.HTTPError:
             raise errors.Unavailable() from None
+
+    def describe(self, org: str, sha256: str) -> artifact_pb2.Artifact:
+        """One of the org's objects with a download URL valid 10 minutes and the headers
+        a GET of it needs. Any refusal, even NOT_FOUND, is UNAVAILABLE: the caller needs
+        the object, and reading it as absent would drop it from an answer."""
+        try:
+            answer: artifact_pb2.Artifact = self._stub.GetArtifact(
+                artifact_service_pb2.GetArtifactRequest(sha256=sha256),
+                metadata=acting_in(self._config, org),
+                timeout=60,
+            )
+        except grpc.RpcError:
+            raise errors.Unavailable() from None
+        return answer
 
     def close(self) -> None:
         self._channel.close()

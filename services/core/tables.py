@@ -1,9 +1,9 @@
 """The tables several services read: jobs and what hangs off them (attempts, tasks,
-events, metrics), dataset snapshots, stored objects and the objects jobs hold; and the
-reads more than one service makes of them. Each is written by its owner only — the
-lifecycle module for a job's state, JobService for snapshots, ArtifactService for objects
-and what jobs hold — as ARCHITECTURE.md §1 says; a service's own tables live in its
-`store.py`."""
+events, metrics), dataset snapshots, stored objects and the objects jobs hold, and the
+org's publications; and the reads more than one service makes of them. Each is written by
+its owner only — the lifecycle module for a job's state, JobService for snapshots and
+publications, ArtifactService for objects and what jobs hold — as ARCHITECTURE.md §1
+says; a service's own tables live in its `store.py`."""
 
 from __future__ import annotations
 
@@ -241,7 +241,6 @@ class ObjectRow(Base):
     name: Mapped[str] = mapped_column(sa.String(128))
     status: Mapped[str] = mapped_column(sa.String(16))
     job_id: Mapped[str] = mapped_column(sa.String(32), default="")
-    published: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
     retention_policy: Mapped[str] = mapped_column(sa.String(16), default="default")
     ttl_seconds: Mapped[int | None] = mapped_column(sa.BigInteger(), nullable=True)
     upload_id: Mapped[str] = mapped_column(sa.String(256), default="")
@@ -268,6 +267,41 @@ class JobArtifactRow(Base):
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 
 
+class PublicationRow(Base):
+    """A job's output published under a name of its org (HIP-1333 §6). Written by
+    JobService; read by ArtifactService too, which keeps what a publication names."""
+
+    __tablename__ = "publications"
+    __table_args__ = (sa.Index("ix_publications_org_sha256", "org", "sha256"),)
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    job_id: Mapped[str] = mapped_column(sa.String(32))
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    base_sha256: Mapped[str] = mapped_column(sa.String(64))
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    # How a capability is served: `head` for a readout, `full` for every other adaptation.
+    form: Mapped[str] = mapped_column(sa.String(8))
+    # A capability's route (`{"keys": [...], "options": {key: {"type", "labels"}}}`);
+    # None for any other output.
+    route: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    # A rejected job's output, published with `force`.
+    forced: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    publish_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def publishes(org: Any, sha256: Any) -> sa.Exists:
+    """Whether a publication names the object `(org, sha256)`: SQL, for a query that
+    keeps what is published."""
+    pub = PublicationRow
+    return sa.exists().where(pub.org == org, pub.sha256 == sha256)
+
+
+def published(session: Session, org: str, sha256: str) -> bool:
+    """Whether a publication of the org names the object: it is not deleted while one does."""
+    return bool(session.scalar(sa.select(publishes(org, sha256))))
+
+
 def in_use(session: Session, org: str, sha256: str) -> bool:
     """Whether a job that has not ended reads the object: the upload its dataset names
     (HIP-1333 §6), or the snapshot it trains on."""
@@ -291,6 +325,6 @@ def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
     reads as gone before the sweep deletes it, unless it is published or in use."""
     if row is None or row.status != "stored":
         return False
-    if row.expires_at is None or row.expires_at > now or row.published:
+    if row.expires_at is None or row.expires_at > now:
         return True
-    return in_use(session, row.org, row.sha256)
+    return published(session, row.org, row.sha256) or in_use(session, row.org, row.sha256)

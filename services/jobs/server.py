@@ -47,7 +47,7 @@ def build_server(
         artifacts = ArtifactReader(config) if config.service_key else None
         source = reader if reader is not None else artifacts
         catalog = Catalog.discover(config.models_dir)
-        service = JobService(store, catalog, config, tokens, source, artifacts)
+        service = JobService(store, catalog, config, tokens, source, artifacts, artifacts)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
             JobServicer(service, catalog, kick), server

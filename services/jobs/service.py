@@ -5,6 +5,7 @@ tests. Each use case lives in its own module; a method here only hands over:
     reads.py        GetJob, ListJobs, ListJobEvents, WatchJob, ListJobMetrics,
                     ListJobAttempts, ListJobDatasetItems, GetJobDatasetItem
     control.py      CancelJob, RetryJob
+    publishing.py   PublishJob, ListPublished
     preparation.py  the dataset snapshot of a queued job (the server's background loop)
     store.py        every query; frozen.py the spec and plan as a job row holds them
 
@@ -23,8 +24,9 @@ from services.jobs import sources
 from services.jobs.control import JobControl
 from services.jobs.create import Admission, JobCreation
 from services.jobs.preparation import Preparation
+from services.jobs.publishing import Downloads, Publishing
 from services.jobs.reads import JobReads
-from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
+from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2, publication_pb2
 from trainyard.training.catalog import Catalog
 
 __all__ = ["Admission", "JobService"]
@@ -39,11 +41,13 @@ class JobService:
         tokens: PageTokens,
         reader: sources.DatasetReader | None = None,
         snapshots: sources.SnapshotKeeper | None = None,
+        downloads: Downloads | None = None,
     ) -> None:
         self.creation = JobCreation(store, catalog, config, reader)
         self.reads = JobReads(store, tokens)
         self.control = JobControl(store, config)
         self.preparation = Preparation(store, reader, snapshots, catalog)
+        self.publishing = Publishing(store, downloads)
 
     # -- create.py -----------------------------------------------------------------------------
 
@@ -122,6 +126,27 @@ class JobService:
         self, principal: Principal, job_id: str, *, key: str, resume: bool, request_id: str = ""
     ) -> tuple[job_pb2.Job, attempt_pb2.Attempt]:
         return self.control.retry(principal, job_id, key=key, resume=resume, request_id=request_id)
+
+    # -- publishing.py -------------------------------------------------------------------------
+
+    def publish(
+        self,
+        principal: Principal,
+        job_id: str,
+        *,
+        name: str,
+        force: bool,
+        route: publication_pb2.Route | None,
+        request_id: str = "",
+    ) -> publication_pb2.Publication:
+        return self.publishing.publish(
+            principal, job_id, name=name, force=force, route=route, request_id=request_id
+        )
+
+    def list_published(
+        self, principal: Principal, revision: str
+    ) -> job_service_pb2.ListPublishedResponse:
+        return self.publishing.list_published(principal, revision)
 
     # -- preparation.py ------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from services.core import context, errors
 from services.core.states import TERMINAL
 from services.jobs.service import JobService
-from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
+from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc, publication_pb2
 from trainyard.training.catalog import Catalog
 
 MAX_WAIT_SECONDS = 25
@@ -124,6 +124,27 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         )
         self._kick.set()
         return job_service_pb2.RetryJobResponse(job=job, attempt=attempt)
+
+    async def PublishJob(
+        self, request: job_service_pb2.PublishJobRequest, ctx: Ctx
+    ) -> publication_pb2.Publication:
+        return await asyncio.to_thread(
+            lambda: self._service.publish(
+                context.principal(),
+                request.id,
+                name=request.name,
+                force=request.force,
+                route=request.route if request.HasField("route") else None,
+                request_id=context.request_id.get(),
+            )
+        )
+
+    async def ListPublished(
+        self, request: job_service_pb2.ListPublishedRequest, ctx: Ctx
+    ) -> job_service_pb2.ListPublishedResponse:
+        return await asyncio.to_thread(
+            self._service.list_published, context.principal(), request.revision
+        )
 
     async def ListJobEvents(
         self, request: job_service_pb2.ListJobEventsRequest, ctx: Ctx

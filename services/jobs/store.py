@@ -23,6 +23,7 @@ from services.core.tables import (
     JobRow,
     MetricRow,
     ObjectRow,
+    PublicationRow,
     SnapshotItemRow,
     SnapshotRow,
     readable,
@@ -369,3 +370,42 @@ def next_to_prepare(session: Session, stalled_before: dt.datetime) -> JobRow | N
         .limit(1)
         .with_for_update(skip_locked=True)
     )
+
+
+# -- publications -------------------------------------------------------------------------
+
+
+def lock_publications(session: Session, org: str) -> None:
+    """Serialise an org's publishes, so two that claim one question cannot both pass the
+    conflict check. SQLite's write unit already holds the one write lock."""
+    if session.get_bind().dialect.name == "postgresql":
+        key = _org_lock_key(f"publish:{org}")
+        session.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+
+
+def lock_object(session: Session, org: str, sha256: str) -> ObjectRow | None:
+    """The object a publish names, locked as ArtifactService's delete locks it before its
+    last check, so the two cannot pass each other."""
+    return session.get(ObjectRow, (org, sha256), with_for_update=True)
+
+
+def publication(session: Session, org: str, name: str) -> PublicationRow | None:
+    return session.get(PublicationRow, (org, name), with_for_update=True)
+
+
+def capabilities_of(session: Session, org: str) -> Sequence[PublicationRow]:
+    """The org's published capabilities."""
+    return session.scalars(
+        sa.select(PublicationRow).where(
+            PublicationRow.org == org, PublicationRow.kind == "capability"
+        )
+    ).all()
+
+
+def every_capability(session: Session) -> Sequence[PublicationRow]:
+    """Every org's published capabilities, by org and name."""
+    return session.scalars(
+        sa.select(PublicationRow)
+        .where(PublicationRow.kind == "capability")
+        .order_by(PublicationRow.org, PublicationRow.name)
+    ).all()

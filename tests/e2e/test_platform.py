@@ -54,7 +54,7 @@ def test_models_over_grpc_through_the_same_port(stack: StackProcess, member_key:
             metadata=list(bearer(member_key).items()),
             timeout=10,
         )
-    assert [m.name for m in answer.models] == ["fixture-tiny-llm"]
+    assert [m.name for m in answer.models] == ["fixture-tiny-decider", "fixture-tiny-llm"]
 
 
 @pytest.mark.parametrize(
