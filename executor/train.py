@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.protocol import emit
+from trainyard.training.catalog import DECIDER_BASE
 
 
 @dataclasses.dataclass
@@ -204,6 +205,10 @@ class Trainer:
             emit(**event)
 
     def run(self) -> int:
+        if self.plan.job["base_model"] == DECIDER_BASE:
+            from executor import train_decisions
+
+            return train_decisions.run(self.plan, self.stop)
         import deepspeed
         import torch
         import torch.distributed as dist

@@ -428,10 +428,15 @@ function jobHead(job, path, errors, refresh) {
       } catch (err) { errors.report(err); }
     } }));
   }
+  const publishing = el("div", { id: "publishing" });
+  if (["succeeded", "rejected"].includes(job.status) && job.result?.sha256) {
+    buttons.push(el("button", { id: "publish", textContent: "Publish", onclick: () => publishForm(publishing, job, path) }));
+  }
   const percent = planned ? Math.min(100, (100 * (progress.step || 0)) / planned) : 0;
   return el("div", { className: "card" },
     el("h1", {}, `Job #${job.number}`, badge(job.status), el("span", { className: "sub mono", textContent: job.id }),
       el("span", { className: "actions" }, buttons)),
+    publishing,
     el("div", { className: "progress" }, el("div", { style: { width: `${percent.toFixed(1)}%` } })),
     job.failure_code ? errorBox({ code: job.failure_code, detail: `${job.failure_category}: ${job.failure_message}` }) : null,
     facts([
@@ -445,6 +450,34 @@ function jobHead(job, path, errors, refresh) {
       ["Dataset", job.dataset?.uri],
       ["Created", when(job.create_time)],
     ]));
+}
+
+// Publishes the job's output under a name; a capability names the question keys it answers,
+// and a rejected job's output needs the force the record will keep.
+function publishForm(node, job, path) {
+  const errors = errorSlot();
+  const name = el("input", { id: "publish-name", value: job.output?.name || job.result?.name || "" });
+  const capability = job.result?.kind === "capability";
+  const keys = el("input", { id: "publish-keys", placeholder: "queue, topic" });
+  const force = el("input", { type: "checkbox", id: "publish-force" });
+  const done = el("div");
+  const form = el("form", { className: "form" }, errors,
+    el("label", {}, el("span", { textContent: "Name" }), name),
+    capability ? el("label", {}, el("span", { textContent: "Question keys it answers (comma-separated)" }), keys) : null,
+    job.status === "rejected" ? el("label", {}, force, " Publish although its verdict is rejected (recorded)") : null,
+    el("button", { className: "primary", type: "submit", textContent: "Publish" }), done);
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    errors.report(null);
+    const body = { name: name.value.trim(), force: force.checked };
+    if (capability) body.route = { keys: keys.value.split(",").map((k) => k.trim()).filter(Boolean) };
+    try {
+      const published = await api("POST", `${path}/publish`, { body });
+      done.replaceChildren(facts([["Published as", published.name], ["Form", published.form], ["sha256", published.sha256],
+        ["Forced", published.forced ? "yes" : ""]]));
+    } catch (err) { errors.report(err); }
+  };
+  node.replaceChildren(form);
 }
 
 function timelineCard(job) {

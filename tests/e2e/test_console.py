@@ -109,6 +109,14 @@ def test_a_member_signs_in_and_watches_a_job_train_to_its_end(
         expect(page.locator("#chart canvas")).to_be_visible()
         screenshot(page, tmp_path, "console-job.png")
 
+        # Its checkpoint is published from the page under the output's name.
+        page.click("#publish")
+        page.fill("#publish-name", "console-watch-model")
+        page.click("#publishing button[type=submit]")
+        expect(page.locator("#publishing")).to_contain_text("console-watch-model")
+        published = api.get(f"/v1/train/artifacts/{done['result']['sha256']}").json()
+        assert published["published"] is True
+
         page.click("a[data-nav=jobs]")
         expect(row.locator("[data-status]")).to_have_attribute("data-status", "succeeded")
         screenshot(page, tmp_path, "console-jobs.png")

@@ -191,7 +191,7 @@ class DeciderArchitecture:
     @property
     def parameters(self) -> int:
         d, h = self.dim, self.hidden
-        return self.buckets * d + (d * h + h + h * d + d) + d * d + 1
+        return self.buckets * d + (d * h + h + h * d + d) + d * d + d
 
 
 # HIP-1333 §4's decision row (the `kai` row), played on CPU by a model built in code.
@@ -204,7 +204,7 @@ DECIDER = Base(
     parameters=DeciderArchitecture().parameters,
     defaults={
         "num_train_epochs": 3,
-        "learning_rate": 0.01,
+        "learning_rate": 0.1,
         "per_device_train_batch_size": 16,
         "gradient_accumulation_steps": 1,
         "warmup_steps": 0,
@@ -216,7 +216,7 @@ DECIDER = Base(
         "weight_decay": 0.0,
     },
     adaptation={"mode": "readout"},
-    ranges={**FIXTURE.ranges, "hyperparameters.max_steps": (1, 1000)},
+    ranges=FIXTURE.ranges,
     adaptations=("full", "readout", "auto"),
     outputs=("checkpoint", "capability"),
     devices=("cpu", "cuda"),
