@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.test_artifacts_rest import upload
 from tests.support import StackProcess
+from trainyard.training import decisions
 
 BODY: dict[str, Any] = {
     "base_model": "fixture-tiny-decider",
@@ -123,3 +125,38 @@ def test_a_decision_job_over_the_cli_prints_its_grades_and_verdict(
     assert "verdict " in done.stdout
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()}
     assert "target" in lines["queue"] and "protected" in lines["topic"]
+
+
+def test_uploaded_decision_rows_train_and_a_bad_line_is_named(stack: StackProcess) -> None:
+    key = stack.create_key("decisions-upload", "member")
+    question = {"type": "noul", "instructions": "is it urgent", "criteria": ["no", "yes"]}
+    words = (["later", "someday", "whenever"], ["now", "asap", "immediately"])
+    rows = [
+        {
+            "state": f"please reply {words[i % 2][i % 3]} about case {i}",
+            "questions": {"urgent": question},
+            "target": {"urgent": [0, 1] if i % 2 else [1, 0]},
+        }
+        for i in range(120)
+    ]
+    good = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    with httpx.Client(
+        base_url=stack.url, headers={"authorization": f"Bearer {key}"}, timeout=60
+    ) as api:
+        protect = {"suites": ["spam"], "projection": {}}
+        body = {**BODY, "hyperparameters": {"max_steps": 20}, "protect": protect}
+        bad = good + b'{"state": "two questions", "questions": {}, "target": {}}\n'
+        refused = api.post(
+            "/v1/train/jobs", json={**body, "dataset": {"uri": f"artifact:{upload(api, bad)}"}}
+        )
+        assert (refused.status_code, refused.json()["code"]) == (422, "DATASET_UNUSABLE")
+        assert "121" in refused.json()["detail"] and "two questions" not in refused.text
+
+        made = api.post(
+            "/v1/train/jobs", json={**body, "dataset": {"uri": f"artifact:{upload(api, good)}"}}
+        )
+        assert made.status_code == 200, made.text
+        job = ended(api, made.json()["id"])
+        assert job["status"] == "succeeded", job["evaluation"]
+        assert [g["suite"] for g in job["evaluation"]["grades"]] == ["urgent", "spam"]
+        assert job["eval_examples"] == sum(1 for r in rows if decisions.held_out(r["state"]))
