@@ -9,6 +9,7 @@ const RETRYABLE = new Set(["failed", "cancelled"]);
 const STATUSES = ["queued", "preparing", "running", "evaluating", "finalizing", "cancelling",
   "succeeded", "rejected", "failed", "cancelled", "stopped"];
 const PAGE = 20;
+const FIXTURES = { "fixture-tiny-llm": "fixture:synthetic-tiny-v1", "fixture-tiny-decider": "fixture:decisions-tiny-v1" };
 const CHART_POINTS = 2000;
 const WAIT_SECONDS = 20;
 
@@ -276,7 +277,8 @@ async function newJob(signal) {
   const budget = el("input", { id: "budget", type: "number", min: 1, value: 100 });
   const estimate = el("div", { id: "estimate" });
   const create = el("button", { className: "primary", type: "button", textContent: "Create job", disabled: true });
-  const check = el("button", { type: "submit", textContent: "Estimate" });
+  // Enabled once the catalog has filled the base's choices.
+  const check = el("button", { type: "submit", textContent: "Estimate", disabled: true });
   // One key per form: a double click or a retried request makes one job.
   const idempotencyKey = crypto.randomUUID();
   const form = el("form", { className: "form" },
@@ -290,6 +292,10 @@ async function newJob(signal) {
     if (rate.value) hyperparameters.learning_rate = Number(rate.value);
     return { base_model: base.value, dataset: { uri: dataset.value.trim() }, hyperparameters,
       resources: { budget: Number(budget.value) } };
+  };
+  // A built-in dataset follows the base: each built-in base reads its own.
+  base.onchange = () => {
+    if (dataset.value.startsWith("fixture:")) dataset.value = FIXTURES[base.value] || FIXTURES["fixture-tiny-llm"];
   };
   for (const input of [base, dataset, steps, rate, budget]) {
     input.oninput = () => { create.disabled = true; estimate.replaceChildren(el("p", { className: "note", textContent: "Estimate again to create." })); };
@@ -318,7 +324,9 @@ async function newJob(signal) {
   };
   try {
     const catalog = await api("GET", "/v1/train/models", { signal });
-    base.replaceChildren(...catalog.models.map((m) => el("option", { value: m.name, textContent: `${m.name} — ${m.description}` })));
+    base.replaceChildren(...catalog.models.map((m) => el("option", { value: m.name, textContent: `${m.name} — ${m.description}`,
+      selected: m.name === "fixture-tiny-llm" })));
+    check.disabled = false;
   } catch (err) {
     errors.report(err);
   }
