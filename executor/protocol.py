@@ -43,6 +43,26 @@ def emit(**event: Any) -> None:
     sys.stdout.flush()
 
 
+def evaluation_block(state: dict[str, Any], served_step: int) -> dict[str, Any] | None:
+    """002's `evaluation` block from a run's evaluations (`state["evals"]`, `[step, loss]`
+    pairs, and its best): None for a run that never evaluated."""
+    if not state["evals"]:
+        return None
+    last_step, last_loss = state["evals"][-1]
+    return {
+        "best_loss": state["best_loss"], "best_step": state["best_step"], "last_loss": last_loss,
+        "last_step": last_step, "evaluations": len(state["evals"]), "served_step": served_step,
+        "promoted_before_last_eval": served_step != last_step,
+    }  # fmt: skip
+
+
+def emit_end(state_dir: Path, output_dir: Path, step: int, served_step: int, **result: Any) -> None:
+    """A finished run's last words: the state to resume from, the output, and the result."""
+    emit(type="state", path=str(state_dir), step=step)
+    emit(type="output", path=str(output_dir), step=served_step)
+    emit(type="result", step=step, served_step=served_step, checkpoint_step=step, **result)
+
+
 @dataclasses.dataclass(frozen=True)
 class Output:
     """A directory of the run's output to pack and upload."""

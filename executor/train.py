@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor.protocol import emit
+from executor.protocol import emit, emit_end, evaluation_block
 from trainyard.training.catalog import DECIDER_BASE
 
 
@@ -378,25 +378,15 @@ class Trainer:
             return 0
         training_seconds = time.monotonic() - loop_started
         self.write_output(engine.module, mode, served, initial, base_sha, served_step, state)
-        emit(type="state", path=str(plan.work / "state"), step=step)
-        emit(type="output", path=str(plan.output_dir), step=served_step)
-        evaluation = None
-        if state["evals"]:
-            last_step, last_loss = state["evals"][-1]
-            evaluation = {
-                "best_loss": state["best_loss"], "best_step": state["best_step"], "last_loss": last_loss,
-                "last_step": last_step, "evaluations": len(state["evals"]), "served_step": served_step,
-                "promoted_before_last_eval": served_step != last_step,
-            }  # fmt: skip
-        emit(
-            type="result",
-            step=step,
-            served_step=served_step,
-            checkpoint_step=step,
+        emit_end(
+            plan.work / "state",
+            plan.output_dir,
+            step,
+            served_step,
             base_sha256=base_sha,
             dataset_sha256=dataset_sha,
             training_seconds=round(training_seconds, 3),
-            evaluation=evaluation,
+            evaluation=evaluation_block(state, served_step),
             outcome={"stop_reason": stop_reason, "downgrades": []},
         )
         return 0

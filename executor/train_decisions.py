@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from executor.protocol import emit
+from executor.protocol import emit, emit_end, evaluation_block
 from executor.train import Plan
 from trainyard.training import decisions
 from trainyard.training.decisions import Decision
@@ -324,18 +324,11 @@ def run(plan: Plan, stop: dict[str, bool]) -> int:
     emit(type="status", status="finalizing")
     engine.save_checkpoint(str(plan.work / "state"), tag="state", client_state=state)
     dist.barrier()
-    evaluation: dict[str, Any] = {"verdict": judged, "grades": grades}
-    if state["evals"]:
-        last_step, last_loss = state["evals"][-1]
-        evaluation.update(
-            best_loss=state["best_loss"],
-            best_step=state["best_step"],
-            last_loss=last_loss,
-            last_step=last_step,
-            evaluations=len(state["evals"]),
-            served_step=served_step,
-            promoted_before_last_eval=served_step != last_step,
-        )
+    evaluation = {
+        "verdict": judged,
+        "grades": grades,
+        **(evaluation_block(state, served_step) or {}),
+    }
     meta = {
         "base_model": job["base_model"], "revision": job.get("revision", ""), "base_sha256": base_sha,
         "adaptation": job["adaptation"], "step": served_step, "job_id": job.get("id", ""),
@@ -347,13 +340,11 @@ def run(plan: Plan, stop: dict[str, bool]) -> int:
     else:
         capability = {**meta, "protect": protect, "evaluation": evaluation}
         decider.write_capability(out, served, delta, question, capability, probe)
-    emit(type="state", path=str(plan.work / "state"), step=step)
-    emit(type="output", path=str(out), step=served_step)
-    emit(
-        type="result",
-        step=step,
-        served_step=served_step,
-        checkpoint_step=step,
+    emit_end(
+        plan.work / "state",
+        out,
+        step,
+        served_step,
         base_sha256=base_sha,
         dataset_sha256=dataset_sha,
         training_seconds=round(training_seconds, 3),
