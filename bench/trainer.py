@@ -20,8 +20,8 @@ from google.protobuf import json_format
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
+from services.core.validation import parse_json_job
 from services.jobs.service import JobService
-from services.jobs.validation import parse_json_job
 from trainyard.training.catalog import Catalog
 
 

@@ -84,8 +84,8 @@ def bare(steps: int) -> float:
     from executor import fixture, train
     from services.core.auth import Principal
     from services.core.pagetoken import PageTokens
+    from services.core.validation import parse_json_job
     from services.jobs.service import JobService
-    from services.jobs.validation import parse_json_job
     from trainyard.training.catalog import Catalog
 
     service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from executor.clients import ClientRunner
 from executor.metrics import ExecutorMetrics
 from executor.runner import PATIENCE_SECONDS, TaskRunner
 from trainyard.artifact.v1 import artifact_pb2
@@ -33,6 +34,7 @@ TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}
 # Ends a running task cannot reach by itself without reporting them first.
 ENDED_BY_OTHERS = {"failed", "stopped", "cancelled"}
 TICK = 0.25
+CLIENT_PREFIX = "cli_"
 BATCH_SECONDS = 1.0
 
 
@@ -58,12 +60,15 @@ class AgentConfig:
     patience_seconds: float = PATIENCE_SECONDS
     # Append every event sent and every acknowledgement to this file (for audits of the wire).
     journal: Path | None = None
+    # Training clients held at once (each an engine subprocess); 0 serves none.
+    clients: int = 0
 
 
 class Agent:
     def __init__(self, config: AgentConfig, metrics: ExecutorMetrics | None = None) -> None:
         self.config = config
         self.runners: dict[str, TaskRunner] = {}
+        self.clients: dict[str, ClientRunner] = {}
         self.metrics = metrics or ExecutorMetrics()
         self.metrics.tasks_running.set_function(lambda: len(self.runners))
         self._lock = threading.Lock()
@@ -72,6 +77,8 @@ class Agent:
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
         self._journal = config.journal.open("a") if config.journal else None
         self.connected = threading.Event()
+        # The live session's outbox; None between sessions.
+        self._outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] | None = None
 
     def _md(self, org: str | None = None) -> list[tuple[str, str]]:
         md = [("authorization", f"Bearer {self.config.api_key}")]
@@ -108,6 +115,10 @@ class Agent:
         def drain() -> None:
             with self._lock:
                 runners = list(self.runners.values())
+                clients = list(self.clients.values())
+                self.clients.clear()
+            for client in clients:
+                client.close()
             for runner in runners:
                 runner.cancel(grace=drain_seconds / 2)
             deadline = time.monotonic() + drain_seconds
@@ -128,13 +139,19 @@ class Agent:
                 for r in self.runners.values()
                 if not r.lost
             ]
+            # A client held is resumed by naming its lease like a task's.
+            held += [
+                claim_service_pb2.HeldLease(task=c.id, lease=c.lease)
+                for c in self.clients.values()
+                if not c.closed
+            ]
         c = self.config
         hello = claim_service_pb2.Hello(
             machine=c.machine, platform=c.platform, bases=c.bases, devices=c.devices, slots=c.slots,
             supports=task_pb2.Supports(
                 adaptations=c.adaptations, outputs=c.outputs, terms=c.terms, protect=c.protect
             ),
-            leases=held,
+            leases=held, clients=c.clients,
         )  # fmt: skip
 
         def requests() -> Iterator[claim_service_pb2.ConnectRequest]:
@@ -145,12 +162,24 @@ class Agent:
         call = self._stub.Connect(requests(), metadata=self._md())
         sender = threading.Thread(target=self._send_loop, args=(outbox, call), daemon=True)
         sender.start()
+        with self._lock:
+            self._outbox = outbox
         try:
             for message in call:
                 self._dispatch(message)
         finally:
+            with self._lock:
+                self._outbox = None
             outbox.put(None)
             call.cancel()
+
+    def _post(self, message: claim_service_pb2.ConnectRequest) -> None:
+        """Put a client's message on the live stream; between sessions it is dropped (the
+        service sends again the operations it has no answer to)."""
+        with self._lock:
+            outbox = self._outbox
+        if outbox is not None:
+            outbox.put(message)
 
     def _send_loop(
         self, outbox: queue.Queue[claim_service_pb2.ConnectRequest | None], call: grpc.Future
@@ -160,6 +189,18 @@ class Agent:
             now = time.monotonic()
             with self._lock:
                 runners = list(self.runners.values())
+                # A client whose engine died was given back (released): it is forgotten.
+                for gone in [c.id for c in self.clients.values() if c.closed]:
+                    del self.clients[gone]
+                clients = list(self.clients.values())
+            for client in clients:
+                # A client reports no events: an empty report is its heartbeat.
+                if now - last_beat.get(client.id, 0.0) < max(1.0, client.report / 2 or 10.0):
+                    continue
+                last_beat[client.id] = now
+                beat = claim_service_pb2.StreamReport(task=client.id, lease=client.lease)
+                outbox.put(claim_service_pb2.ConnectRequest(report=beat))
+                self.metrics.reports.inc()
             for runner in runners:
                 if runner.lost:
                     continue
@@ -191,10 +232,15 @@ class Agent:
             self.metrics.connected.set(1)
             for task_id in message.welcome.lost:
                 self._drop(task_id, kill=True)
+                self._drop_client(task_id)
         elif kind == "assignment":
             self._start(message.assignment)
+        elif kind == "operation":
+            self._operate(message.operation)
         elif kind == "ack":
             self._ack(message.ack)
+        elif kind == "cancel" and message.cancel.task.startswith(CLIENT_PREFIX):
+            self._drop_client(message.cancel.task)
         elif kind == "cancel":
             runner = self.runners.get(message.cancel.task)
             if runner is not None:
@@ -213,7 +259,49 @@ class Agent:
             self.runners[runner.id] = runner
         runner.start()
 
+    def _operate(self, op: claim_service_pb2.ClientOperation) -> None:
+        """A client's operation: `create` loads it in a new engine; the others go to the
+        engine that holds it, in the order they came."""
+        with self._lock:
+            client = self.clients.get(op.client)
+            if client is not None and client.closed:
+                # Its engine died and it was given back: a new create starts it afresh.
+                del self.clients[op.client]
+                client = None
+            if client is None and op.kind == "create":
+                log.info("client %s: loading it", op.client)
+                work = self.config.work_root / self.config.machine
+                client = ClientRunner(op, work, self._post, self._register_client)
+                self.clients[op.client] = client
+                client.start()
+                return
+        if client is None:
+            log.warning("client %s: an operation for a client not held here; ignored", op.client)
+            return
+        client.submit(op.seq, op.kind, op.input)
+
+    def _drop_client(self, client_id: str) -> None:
+        with self._lock:
+            client = self.clients.pop(client_id, None)
+        if client is not None:
+            log.info("client %s: dropped", client_id)
+            client.close()
+
+    def _register_client(
+        self, client: ClientRunner, name: str, sha256: str, size: int, meta: dict[str, str]
+    ) -> artifact_pb2.Grant:
+        request = claim_service_pb2.RegisterTaskArtifactRequest(
+            id=client.id, task=client.id, lease=client.lease, kind="lora", name=name,
+            sha256=sha256, size=size, meta=meta,
+        )  # fmt: skip
+        return self._stub.RegisterTaskArtifact(request, metadata=self._md(client.org), timeout=120)
+
     def _ack(self, ack: claim_service_pb2.Ack) -> None:
+        if ack.task in self.clients:
+            if ack.reason in ("LEASE_LOST", "NOT_FOUND", "PERMISSION_DENIED") or ack.cancel:
+                log.warning("client %s: %s; dropping it", ack.task, ack.reason or "cancelled")
+                self._drop_client(ack.task)
+            return
         runner = self.runners.get(ack.task)
         if runner is None:
             return

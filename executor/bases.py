@@ -23,6 +23,13 @@ class Loaded:
     # Writes a whole checkpoint of a trained model of this base.
     save: Callable[[Path, torch.nn.Module, dict[str, Any]], None]
     zero_stage: int
+    # Token ids back to text, special tokens left out.
+    decode: Callable[[list[int]], str]
+
+
+def decode_bytes(ids: list[int]) -> str:
+    """The fixture's ids as text: ids under 256 are bytes; pad, bos and eos are skipped."""
+    return bytes(i for i in ids if 0 <= i < 256).decode("utf-8", errors="replace")
 
 
 def load(name: str) -> Loaded:
@@ -32,6 +39,7 @@ def load(name: str) -> Loaded:
             codec=fixture.BYTES,
             save=lambda out, model, meta: fixture.write_model_files(out, model.state_dict(), meta),
             zero_stage=0,
+            decode=decode_bytes,
         )
     base = Catalog.from_env(os.environ).get(name)
     if base is None:
@@ -55,4 +63,7 @@ def load(name: str) -> Loaded:
         tokenizer.save_pretrained(str(out))
         (out / "trainyard.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
 
-    return Loaded(model=model, codec=codec, save=save, zero_stage=base.zero_stage)
+    def decode(ids: list[int]) -> str:
+        return str(tokenizer.decode(ids, skip_special_tokens=True))
+
+    return Loaded(model=model, codec=codec, save=save, zero_stage=base.zero_stage, decode=decode)

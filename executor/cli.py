@@ -25,6 +25,12 @@ from trainyard.training.catalog import Catalog
 )
 @click.option("--slots", default=1, show_default=True, help="Tasks run at once.")
 @click.option(
+    "--clients",
+    default=0,
+    show_default=True,
+    help="Training clients held at once, each in an engine process; 0 serves none.",
+)
+@click.option(
     "--trainer",
     envvar="TRAINYARD_TRAINER",
     default="executor.train",
@@ -36,8 +42,8 @@ from trainyard.training.catalog import Catalog
 )
 @click.pass_context
 def executor(
-    ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int, trainer: str,
-    work_dir: Path | None,
+    ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int,
+    clients: int, trainer: str, work_dir: Path | None,
 ) -> None:  # fmt: skip
     """Run an executor: claim tasks, run their trainers, report, obey cancels."""
     logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
@@ -50,6 +56,7 @@ def executor(
         devices=tuple(d.strip() for d in devices.split(",") if d.strip()),
         platform=platform,
         slots=slots,
+        clients=max(0, clients),
         trainer=trainer,
         work_root=work_dir or home / "executor",
         journal=Path(journal) if journal else None,

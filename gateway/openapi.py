@@ -130,17 +130,34 @@ REASONS: Mapping[str, tuple[str, ...]] = {
     "trainyard.claim.v1.ClaimService.ReportTask": ("LEASE_LOST",),
     "trainyard.claim.v1.ClaimService.RegisterTaskArtifact": ("LEASE_LOST", "PENDING_LIMIT", *_MONEY),
     "trainyard.claim.v1.ClaimService.ReadTaskInput": ("LEASE_LOST",),
+    "trainyard.client.v1.ClientService.CreateTrainingClient": (
+        "UNSUPPORTED_BASE", "UNSUPPORTED_ADAPTATION", "UNSUPPORTED_PROTECT", "ENGINE_FULL",
+        "TRAINING_UNAVAILABLE", *_MONEY,
+    ),
+    **{
+        f"trainyard.client.v1.ClientService.{method}": (
+            "CLIENT_GONE", "IDEMPOTENCY_KEY_REUSED", "INSUFFICIENT_BALANCE", "SPEND_CAP_EXCEEDED",
+        )
+        for method in (
+            "RunForwardBackward", "RunOptimStep", "SampleTrainingClient", "SaveTrainingClientWeights",
+        )
+    },
 }  # fmt: skip
-# Whole services whose every method meets a reason: the training clients answer
-# `UNIMPLEMENTED` until their engine is built (issue 15).
-SERVICE_REASONS: Mapping[str, tuple[str, ...]] = {
-    "trainyard.client.v1.ClientService": ("UNIMPLEMENTED",),
-}
+# Whole services whose every method meets a reason.
+SERVICE_REASONS: Mapping[str, tuple[str, ...]] = {}
 # The method whose refusals take the status a retry meets (`rest.AT_RETRY`), as
 # services/core/rpc.py renders them.
 RETRY = "trainyard.job.v1.JobService.RetryJob"
 # Methods whose empty answer the gateway turns into `204` with no body (gateway/rest.lua).
 NO_CONTENT = frozenset({"trainyard.claim.v1.ClaimService.ClaimTask"})
+# Methods that answer `202` with a future when the call has not ended in time.
+ACCEPTED = frozenset(
+    f"trainyard.client.v1.ClientService.{method}"
+    for method in (
+        "RunForwardBackward", "RunOptimStep", "SampleTrainingClient", "SaveTrainingClientWeights",
+        "GetFuture",
+    )
+)  # fmt: skip
 # RFC 9110's names, fixed here: Python's `http.HTTPStatus` renames some between versions.
 _PHRASES = {
     400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
@@ -526,6 +543,12 @@ class _Generator:
         out: Schema = {"200": {"description": ok_text, "content": content}}
         if method.full_name in NO_CONTENT:
             out["204"] = {"description": "Nothing came in time: no body."}
+        if method.full_name in ACCEPTED:
+            out["202"] = {
+                "description": "The call has not ended within `wait`: its future, `queued` or "
+                "`running` with its queue position; read it at `GET /v1/train/futures/{id}`.",
+                "content": content,
+            }
         by_status: dict[int, list[str]] = {}
         for reason in operation_reasons(method, has_body=has_body):
             by_status.setdefault(_status(method, reason), []).append(reason)

@@ -44,10 +44,11 @@ CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
 
 # Upstream name → the gRPC services it serves. The first is the one its health is
 # checked by (Envoy's cluster health check, `trainyard up`, the `x-trainyard-service`
-# route); the jobs process also serves the training clients' contract (issue 15).
+# route); the claims process also serves the training clients, whose calls travel on
+# the executors' streams it holds.
 SERVES: dict[str, tuple[str, ...]] = {
-    "jobs": ("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService"),
-    "claims": ("trainyard.claim.v1.ClaimService",),
+    "jobs": ("trainyard.job.v1.JobService",),
+    "claims": ("trainyard.claim.v1.ClaimService", "trainyard.client.v1.ClientService"),
     "artifacts": ("trainyard.artifact.v1.ArtifactService",),
     "meter": ("trainyard.meter.v1.MeterService",),
 }

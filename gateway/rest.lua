@@ -4,7 +4,7 @@
 -- with another method is answered 405 with `Allow`; a query value of the wrong type is
 -- refused naming its parameter (never its value). On the answer: a refusal takes the
 -- HTTP status and body the service rendered beside its gRPC status (trainyard/rest.py),
--- and an empty claim answers 204. gRPC clients' requests and answers pass untouched.
+-- an empty claim answers 204, and a client call answered with its future 202. gRPC clients' requests and answers pass untouched.
 --
 -- `ROUTES` (each REST route's path pattern, methods and typed query parameters) is
 -- generated from the descriptor set by gateway/render.py and prepended to this file.
@@ -163,5 +163,8 @@ function envoy_on_response(handle)
     headers:remove("content-type")
     handle:body():setBytes("")
     headers:remove("content-length")
+  elseif status == "202" then
+    -- A training client's call that has not ended in time: its future, in the body.
+    headers:replace(":status", "202")
   end
 end

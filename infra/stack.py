@@ -261,6 +261,9 @@ class Stack:
             "--machine",
             "local",
             "--platform",
+            # It also holds training clients, each in an engine process of its own.
+            "--clients",
+            "2",
         ]
         return Child("executor", argv, out=self.out, env=env)
 

@@ -65,6 +65,10 @@ STATUSES: Mapping[str, tuple[int, str]] = {
     "ARTIFACT_MISMATCH": (409, "Artifact mismatch"),
     "ARTIFACT_NOT_UPLOADED": (409, "Artifact not uploaded"),
     "CHECKPOINT_UNAVAILABLE": (409, "Checkpoint unavailable"),
+    # HIP-1333 §7: `503 engine_full`, `503 training_unavailable`.
+    "ENGINE_FULL": (503, "Engine full"),
+    "TRAINING_UNAVAILABLE": (503, "Training unavailable"),
+    "CLIENT_GONE": (409, "Client gone"),
 }
 # Refusals a retry meets where a create met 422: the job exists, its state refuses (002).
 AT_RETRY = frozenset(

@@ -98,8 +98,8 @@ class Grants:
         now = self._now()
         with self._store.unit() as session:
             kept = retention.DEFAULT
-            if job_id:
-                kept = retention.of_job(store.owned_job(session, org, job_id))
+            if job_id and (job := store.owned_producer(session, org, job_id)) is not None:
+                kept = retention.of_job(job)
             key = self._keys.object_key(session, org, sha256, create=True)
             row = store.object_row(session, org, sha256, lock=True)
             if row is not None and row.status == "stored":

@@ -104,7 +104,7 @@ class ArtifactReads:
         """The objects the job produced, oldest first, each under the kind and name the job
         gave it, with a download URL."""
         with self._store.unit(write=False) as session:
-            store.owned_job(session, principal.org, job_id)
+            store.owned_producer(session, principal.org, job_id)
             out = []
             for link in store.job_links(session, principal.org, job_id):
                 row = store.object_row(session, principal.org, link.sha256)

@@ -18,7 +18,14 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, ids
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import JobArtifactRow, JobRow, ObjectRow, publishes, readable
+from services.core.tables import (
+    ClientRow,
+    JobArtifactRow,
+    JobRow,
+    ObjectRow,
+    publishes,
+    readable,
+)
 
 T = TypeVar("T")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -101,6 +108,17 @@ def owned_job(session: Session, org: str, job_id: str) -> JobRow:
     if row is None or row.org != org:
         raise errors.NotFound()
     return row
+
+
+def owned_producer(session: Session, org: str, producer_id: str) -> JobRow | None:
+    """What produced an output of the org: its job, or a training client (whose saved
+    adapters are its outputs, the job row None); NOT_FOUND for anything else."""
+    if ids.is_id(producer_id, "cli"):
+        client = session.get(ClientRow, producer_id)
+        if client is None or client.org != org:
+            raise errors.NotFound()
+        return None
+    return owned_job(session, org, producer_id)
 
 
 def lock_job(session: Session, job_id: str) -> JobRow | None:

@@ -29,6 +29,8 @@ class Offer:
     outputs: tuple[str, ...]
     protect: tuple[str, ...] = ()
     terms: tuple[str, ...] = ()
+    # Training clients it can hold at once; 0 serves none.
+    clients: int = 0
 
     @classmethod
     def parse(
@@ -38,6 +40,7 @@ class Offer:
         bases: Iterable[str],
         devices: Iterable[str],
         supports: task_pb2.Supports,
+        clients: int = 0,
     ) -> Offer:
         if not MACHINE.match(machine):
             raise errors.ValidationError("machine", "must be a machine name")
@@ -57,9 +60,11 @@ class Offer:
         ]
         if len(words) > 256 or any(not _WORD.match(w) for w in words):
             raise errors.ValidationError("supports", "must hold short names")
+        if not 0 <= clients <= 64:
+            raise errors.ValidationError("clients", "must be between 0 and 64")
         return cls(
             machine, platform, tuple(bases), devices, tuple(supports.adaptations), tuple(supports.outputs),
-            tuple(supports.protect), tuple(supports.terms),
+            tuple(supports.protect), tuple(supports.terms), clients,
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:

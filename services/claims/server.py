@@ -6,21 +6,26 @@ import logging
 
 import grpc
 
+from services.claims.clients.servicer import ClientServicer, Signals
 from services.claims.service import ClaimService
 from services.claims.servicer import ClaimServicer
-from services.core import roles
+from services.core import keys, roles
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.metrics import ClaimMetrics, Metrics
+from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
+from trainyard.client.v1 import client_service_pb2, client_service_pb2_grpc
 from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
 FULL_NAME = claim_service_pb2.DESCRIPTOR.services_by_name["ClaimService"].full_name
-ROLES = roles.for_service(FULL_NAME)
+# The training clients' calls travel on the executors' streams this process holds.
+CLIENTS = client_service_pb2.DESCRIPTOR.services_by_name["ClientService"].full_name
+ROLES = roles.for_services(FULL_NAME, CLIENTS)
 
 
 def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
@@ -37,12 +42,20 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
             metrics=ClaimMetrics(metrics.registry),
         )
         holder["service"] = service
-        claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(ClaimServicer(service), server)
+        signals = Signals()
+        claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(
+            ClaimServicer(service, signals), server
+        )
+        tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
+        client_service_pb2_grpc.add_ClientServiceServicer_to_server(
+            ClientServicer(service.clients, signals, tokens), server
+        )
 
     built = build(
         config,
         name="claims",
         full_name=FULL_NAME,
+        also_serves=(CLIENTS,),
         register=register,
         roles=ROLES,
         store=store,

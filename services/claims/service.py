@@ -9,9 +9,11 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry
 
+from services.claims.clients.service import Clients
 from services.claims.leases import Leases
 from services.claims.offers import Offer
 from services.claims.reports import Reports
+from services.core import ids
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
@@ -35,14 +37,25 @@ class ClaimService:
         self.metrics = metrics or ClaimMetrics(CollectorRegistry())
         self.leases = Leases(store, config, artifacts, catalog, clock)
         self.reports = Reports(store, self.leases, artifacts, clock, self.metrics)
+        # Training clients are leased on the same executors and answer on their streams.
+        self.clients = Clients(store, config, catalog or Catalog(), artifacts, clock)
 
     def hello(
         self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
     ) -> tuple[str, list[str], list[str]]:
-        return self.leases.hello(principal, offer, leases)
+        """Register an executor; of the tasks and clients it names, those it goes on with
+        and those it lost."""
+        tasks = [(t, lease) for t, lease in leases if not is_client(t)]
+        executor_id, resumed, lost = self.leases.hello(principal, offer, tasks)
+        clients = [(c, lease) for c, lease in leases if is_client(c)]
+        if clients or offer.clients:
+            kept, gone = self.clients.resume(principal, executor_id, offer.machine, clients)
+            resumed, lost = [*resumed, *kept], [*lost, *gone]
+        return executor_id, resumed, lost
 
     def goodbye(self, executor_id: str) -> None:
         self.leases.goodbye(executor_id)
+        self.clients.goodbye(executor_id)
 
     def claim(
         self, principal: Principal, offer: Offer, executor_id: str = ""
@@ -52,8 +65,11 @@ class ClaimService:
             self.metrics.claims.labels(str(offer.platform).lower()).inc()
         return found
 
-    def release(self, principal: Principal, task_id: str, token: str) -> None:
-        self.leases.release(principal, task_id, token)
+    def release(self, principal: Principal, task_id: str, token: str, reason: str = "") -> None:
+        if is_client(task_id):
+            self.clients.release(principal, task_id, token, reason)
+        else:
+            self.leases.release(principal, task_id, token)
 
     def expire_leases(self) -> int:
         lost = self.leases.expire()
@@ -64,11 +80,14 @@ class ClaimService:
         return self.leases.cancels_due(executor_id)
 
     def job_of(self, task_id: str) -> str:
-        return self.leases.job_of(task_id)
+        """The job a task belongs to; a client stands for itself."""
+        return task_id if is_client(task_id) else self.leases.job_of(task_id)
 
     def register_artifact(
         self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest
     ) -> artifact_pb2.Grant:
+        if is_client(request.task):
+            return self.clients.grant(principal, request)
         return self.leases.register_artifact(principal, request)
 
     def read_input(
@@ -84,4 +103,10 @@ class ClaimService:
         token: str,
         events: Sequence[task_pb2.TaskEvent],
     ) -> claim_service_pb2.ReportTaskResponse:
+        if is_client(task_id):  # a client's heartbeat: it carries no events
+            return self.clients.renew(principal, task_id, token)
         return self.reports.report(principal, job_id, task_id, token, events)
+
+
+def is_client(task_id: str) -> bool:
+    return ids.is_id(task_id, "cli")

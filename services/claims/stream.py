@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
 
+from services.claims.clients.servicer import Signals
 from services.claims.offers import Offer
-from services.claims.service import ClaimService
+from services.claims.service import ClaimService, is_client
 from services.core import errors
 from services.core.auth import Principal
 from services.core.states import TERMINAL
@@ -42,19 +44,29 @@ async def poll_claim(
         await asyncio.sleep(poll)
 
 
+# How often a stream holding clients checks whether one was deleted or lost.
+CLIENT_CHECK_SECONDS = 1.0
+
+
 class ExecutorStream:
     """One executor's stream: a reader applying what it sends, a claimer pushing tasks
-    while it has free slots (and cancels when a job wants its task stopped), one queue
-    of answers."""
+    while it has free slots (and cancels when a job wants its task stopped), an operator
+    pushing its training clients' operations in order (and a cancel for a client that
+    ended), one queue of answers."""
 
     def __init__(
         self, service: ClaimService, principal: Principal, offer: Offer, executor_id: str, slots: int,
-        held: set[str], poll: float,
+        held: set[str], poll: float, signals: Signals,
     ) -> None:  # fmt: skip
         self._service, self._principal, self._offer = service, principal, offer
-        self._executor_id, self._slots, self._held, self._poll = executor_id, slots, held, poll
+        self._executor_id, self._slots, self._poll = executor_id, slots, poll
+        self._held = {t for t in held if not is_client(t)}
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
         self._next_cancel_check = 0.0
+        self._signals = signals
+        # The clients this stream serves, and the operations it sent that are not answered.
+        self._clients = {t for t in held if is_client(t)}
+        self._sent: set[tuple[str, int]] = set()
 
     @classmethod
     async def open(
@@ -63,18 +75,19 @@ class ExecutorStream:
         principal: Principal,
         hello: claim_service_pb2.Hello,
         poll: float,
+        signals: Signals,
     ) -> tuple[ExecutorStream, claim_service_pb2.Welcome]:
         """Register the executor that said `hello`; its session, and the welcome that
         says which of the leases it named still stand."""
         offer = Offer.parse(
-            hello.machine, hello.platform, hello.bases, hello.devices, hello.supports
+            hello.machine, hello.platform, hello.bases, hello.devices, hello.supports, hello.clients
         )
         leases = [(held.task, held.lease) for held in hello.leases]
         executor_id, resumed, lost = await asyncio.to_thread(
             service.hello, principal, offer, leases
         )
         stream = cls(
-            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll
+            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll, signals
         )
         return stream, claim_service_pb2.Welcome(
             executor_id=executor_id, resumed=resumed, lost=lost
@@ -84,6 +97,8 @@ class ExecutorStream:
         self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]
     ) -> AsyncIterator[claim_service_pb2.ConnectResponse]:
         tasks = [asyncio.create_task(self._read(requests)), asyncio.create_task(self._claim())]
+        if self._offer.clients:
+            tasks.append(asyncio.create_task(self._operate()))
         connected = self._service.metrics.executors
         connected.inc()
         try:
@@ -93,6 +108,7 @@ class ExecutorStream:
             connected.dec()
             for task in tasks:
                 task.cancel()
+            self._signals.forget_executor(self._executor_id)
             await asyncio.to_thread(self._service.goodbye, self._executor_id)
 
     # -- what the executor sends -----------------------------------------------------------
@@ -112,8 +128,12 @@ class ExecutorStream:
                             self._principal,
                             message.release.task,
                             message.release.lease,
+                            message.release.reason,
                         )
                     self._held.discard(message.release.task)
+                    self._clients.discard(message.release.task)
+                elif kind == "result":
+                    await self._result(message.result)
         except Exception:
             log.exception("executor stream read failed")
         finally:
@@ -172,7 +192,53 @@ class ExecutorStream:
             grant=claim_service_pb2.StreamGrant(request_id=registration.request_id, grant=grant)
         )
 
+    async def _result(self, result: claim_service_pb2.OperationResult) -> None:
+        """Apply an engine's answer, wake whoever waits on it, and send the next call."""
+        self._sent.discard((result.client, result.seq))
+        try:
+            await asyncio.to_thread(self._service.clients.apply, self._principal, result)
+        except errors.DomainError as exc:
+            if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
+                self._clients.discard(result.client)
+                cancel = claim_service_pb2.Cancel(task=result.client, reason="lease_lost")
+                await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
+            return
+        self._signals.answered(result.client, result.seq)
+        self._signals.executor(self._executor_id).set()
+
     # -- what the service pushes -----------------------------------------------------------
+
+    async def _operate(self) -> None:
+        """Push each held client's next call as it comes (woken by the call, else a
+        poll), and tell the executor to free a client that was deleted or lost."""
+        wake = self._signals.executor(self._executor_id)
+        clients = self._service.clients
+        next_check = 0.0
+        while True:
+            wake.clear()
+            try:
+                for op in await asyncio.to_thread(clients.due, self._executor_id, set(self._sent)):
+                    self._sent.add((op.client, op.seq))
+                    self._clients.add(op.client)
+                    message = claim_service_pb2.ClientOperation(
+                        client=op.client, seq=op.seq, kind=op.kind, input=json.dumps(op.input),
+                        lease=op.lease, org=op.org, report=op.report,
+                    )  # fmt: skip
+                    await self._out.put(claim_service_pb2.ConnectResponse(operation=message))
+                if self._clients and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + CLIENT_CHECK_SECONDS
+                    for client_id, reason in await asyncio.to_thread(
+                        clients.ended_of, sorted(self._clients)
+                    ):
+                        self._clients.discard(client_id)
+                        cancel = claim_service_pb2.Cancel(task=client_id, reason=reason)
+                        await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
+            except errors.DomainError as exc:
+                log.warning("client operations refused: %s", exc.reason)
+            except Exception:
+                log.exception("client operations pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), CLIENT_CHECK_SECONDS)
 
     async def _claim(self) -> None:
         while True:

@@ -28,6 +28,8 @@ NAMES = frozenset(
         "training.bom.audit.passed",
         "training.bom.audit.failed",
         "training.claim.platform",
+        "training.client.created",
+        "training.client.deleted",
         "training.wallet.credited",
         "training.wallet.capped",
         "training.rate.set",

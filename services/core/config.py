@@ -69,6 +69,10 @@ class Config:
     window_seconds: int = 300
     # The credit authorization's margin over the expected price (`002_…` estimate).
     authorization_margin_percent: int = 25
+    # Live training clients an org may hold, and an engine executor across every org
+    # (HIP-1333 §7's TRAIN_CLIENTS and TRAIN_ENGINE_CLIENTS).
+    train_clients: int = 2
+    train_engine_clients: int = 2
 
     @property
     def models_dir(self) -> Path:
@@ -159,6 +163,8 @@ class Config:
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
             free_credit_cents=num("FREE_CREDIT_CENTS", 1000),
             window_seconds=num("WINDOW_SECONDS", 300),
+            train_clients=num("TRAIN_CLIENTS", 2),
+            train_engine_clients=num("TRAIN_ENGINE_CLIENTS", 2),
             authorization_margin_percent=num("AUTHORIZATION_MARGIN_PERCENT", 25),
         )
         config.check()

@@ -51,6 +51,7 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "RunOptimStep": ORG_USERS,
         "SampleTrainingClient": ORG_USERS,
         "SaveTrainingClientWeights": ORG_USERS,
+        "GetFuture": ORG_USERS,
     },
     "trainyard.claim.v1.ClaimService": {
         "Connect": MACHINES,

@@ -328,3 +328,61 @@ def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
     if row.expires_at is None or row.expires_at > now:
         return True
     return published(session, row.org, row.sha256) or in_use(session, row.org, row.sha256)
+
+
+class ClientRow(Base):
+    """A training client: where it is held, under which lease, and what it did so far."""
+
+    __tablename__ = "clients"
+    __table_args__ = (
+        sa.Index("ix_clients_org_create_time", "org", "create_time"),
+        sa.Index("ix_clients_executor_id_status", "executor_id", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    org: Mapped[str] = mapped_column(sa.String(63))
+    base_model: Mapped[str] = mapped_column(sa.String(128))
+    adaptation: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    protect: Mapped[dict[str, Any]] = mapped_column(sa.JSON(), default=dict)
+    seed: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    # `placing`, `ready`, `failed`, `lost` or `deleted`.
+    status: Mapped[str] = mapped_column(sa.String(16))
+    reason: Mapped[str] = mapped_column(sa.String(32), default="")
+    message: Mapped[str] = mapped_column(sa.String(256), default="")
+    executor_id: Mapped[str] = mapped_column(sa.String(32))
+    # Whether its engine is the platform's: its operations are charged.
+    charged: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
+    lease_sha256: Mapped[str] = mapped_column(sa.String(64), default="")
+    epoch: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    lease_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    seq: Mapped[int] = mapped_column(sa.Integer(), default=-1)
+    step: Mapped[int] = mapped_column(sa.Integer(), default=0)
+    # [[seq, step, loss], ...] of each forward_backward.
+    losses: Mapped[list[Any]] = mapped_column(sa.JSON(), default=list)
+    engine_seconds: Mapped[float] = mapped_column(sa.Float(), default=0.0)
+    cost_micro_cents: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    update_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class OperationRow(Base):
+    """One call on a client, by its sequence number: `queued`, `sent` to the engine, then
+    `done` with its output or `failed` with its error."""
+
+    __tablename__ = "client_operations"
+    __table_args__ = (
+        sa.UniqueConstraint("client_id", "seq", name="uq_client_operations_client_id_seq"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    client_id: Mapped[str] = mapped_column(sa.String(32))
+    seq: Mapped[int] = mapped_column(sa.Integer())
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    input: Mapped[dict[str, Any]] = mapped_column(sa.JSON())
+    input_sha256: Mapped[str] = mapped_column(sa.String(64))
+    status: Mapped[str] = mapped_column(sa.String(16), default="queued")
+    output: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(), nullable=True)
+    seconds: Mapped[float] = mapped_column(sa.Float(), default=0.0)
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+    done_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)

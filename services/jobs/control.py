@@ -9,9 +9,9 @@ from services.core.auth import Principal
 from services.core.config import Config
 from services.core.states import RETRYABLE
 from services.core.store import Store, retrying
+from services.core.validation import IDEMPOTENCY_KEY, check_identifier
 from services.jobs import store, view
 from services.jobs.create import check_queue
-from services.jobs.validation import IDEMPOTENCY_KEY, check_identifier
 from trainyard.job.v1 import attempt_pb2, job_pb2
 
 

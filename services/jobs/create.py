@@ -19,8 +19,8 @@ from services.core.money import rates, windows
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
+from services.core.validation import check_typed_job, parse_json_job
 from services.jobs import frozen, sources, spec, store, view
-from services.jobs.validation import check_typed_job, parse_json_job
 from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog

@@ -21,9 +21,9 @@ from services.core.auth import Principal
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow, PublicationRow, readable
+from services.core.validation import NAME, SHA256, check_identifier
 from services.core.view import ts
 from services.jobs import store
-from services.jobs.validation import NAME, SHA256, check_identifier
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.job.v1 import job_service_pb2, publication_pb2
 

@@ -15,20 +15,16 @@ from services.core.metrics import JobsByState
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
-from services.jobs.clients import ClientServicer
 from services.jobs.service import JobService
 from services.jobs.servicer import JobServicer
 from services.jobs.sources import DatasetReader
-from trainyard.client.v1 import client_service_pb2, client_service_pb2_grpc
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
 FULL_NAME = job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name
-# The training clients' contract, served here until its engine exists (issue 15).
-CLIENTS = client_service_pb2.DESCRIPTOR.services_by_name["ClientService"].full_name
-ROLES = roles.for_services(FULL_NAME, CLIENTS)
+ROLES = roles.for_service(FULL_NAME)
 IDLE_SECONDS = 0.5
 
 
@@ -52,13 +48,11 @@ def build_server(
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
             JobServicer(service, catalog, kick), server
         )
-        client_service_pb2_grpc.add_ClientServiceServicer_to_server(ClientServicer(), server)
 
     built = build(
         config,
         name="jobs",
         full_name=FULL_NAME,
-        also_serves=(CLIENTS,),
         register=register,
         roles=ROLES,
         store=store,

@@ -10,10 +10,10 @@ import re
 from google.protobuf import json_format
 
 from services.core import errors, retention
-from services.jobs import validation as v
+from services.core import validation as v
 from trainyard.job.v1 import job_pb2
 from trainyard.training import decisions
-from trainyard.training.catalog import FIXTURE_DATASET, Base, Catalog
+from trainyard.training.catalog import FIXTURE_DATASET, LORA_DEFAULTS, Base, Catalog
 
 MODES = ("full", "lora", "qlora", "readout", "basis", "auto")
 LOSS_MASKS = ("assistant_only", "full_sequence")
@@ -21,7 +21,6 @@ TERMS = ("pairwise_margin", "hard_margin", "consistency")
 OUTPUTS = ("checkpoint", "lora", "capability", "basis", "merged")
 DEVICES = ("cuda", "rocm", "metal", "vulkan", "cpu")
 PRECISIONS = ("fp32", "bf16", "fp16", "8bit", "4bit")
-LORA_DEFAULTS = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
 BASE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$")
 ARTIFACT_URI = "artifact:"
 DEFAULT_PROJECT = "default"

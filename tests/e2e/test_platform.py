@@ -136,12 +136,16 @@ def test_an_unknown_query_parameter_is_refused(stack: StackProcess, member_key: 
     assert b"SECRET-MARKER" not in r.content
 
 
-def test_a_method_not_served_yet_is_unimplemented_in_the_standard_shape(
+def test_a_member_lists_the_orgs_training_clients_and_may_not_create_one(
     stack: StackProcess, member_key: str
 ) -> None:
     r = httpx.get(f"{stack.url}/v1/train/clients", headers=bearer(member_key))
-    assert r.status_code == 501
-    assert reason(r) == "UNIMPLEMENTED"
+    assert r.status_code == 200
+    assert r.json().get("clients", []) == []
+    body = {"base_model": "fixture-tiny-llm"}
+    r = httpx.post(f"{stack.url}/v1/train/clients", json=body, headers=bearer(member_key))
+    assert r.status_code == 403
+    assert reason(r) == "PERMISSION_DENIED"
 
 
 def test_a_member_may_not_call_an_admin_method(stack: StackProcess, member_key: str) -> None:

@@ -16,6 +16,7 @@ def test_migrations_match_the_declared_tables(store: Store) -> None:
     from alembic.migration import MigrationContext
 
     import services.artifacts.store
+    import services.claims.clients.store
     import services.core.audit
     import services.core.lifecycle
     import services.jobs.store  # noqa: F401

@@ -22,8 +22,8 @@ from executor import fixture
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
+from services.core.validation import parse_json_job
 from services.jobs.service import JobService
-from services.jobs.validation import parse_json_job
 from trainyard.training.catalog import Catalog
 
 FIXTURE = {

@@ -12,8 +12,8 @@ from services.core import errors
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
+from services.core.validation import parse_json_job
 from services.jobs.service import JobService
-from services.jobs.validation import parse_json_job
 from trainyard.training import decisions
 from trainyard.training.catalog import Catalog
 from trainyard.training.datasets import DatasetError

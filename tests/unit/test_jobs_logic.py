@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from services.core import errors, states
 from services.core.tables import JobRow
+from services.core.validation import parse_json_job
 from services.jobs import frozen, spec
-from services.jobs.validation import parse_json_job
 from tests.support import EXAMPLE
 from trainyard.job.v1 import job_pb2, model_pb2
 from trainyard.training import datasets, planning

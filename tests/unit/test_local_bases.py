@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from services.core.validation import parse_json_job
 from services.jobs import spec
-from services.jobs.validation import parse_json_job
 from tests.support import make_local_model
 from trainyard.training.catalog import Catalog
 

@@ -63,7 +63,10 @@ def test_every_method_of_every_service_names_its_roles(service: ServiceDescripto
 def test_the_gateway_routes_every_service_to_one_upstream() -> None:
     routed = [full for served in SERVES.values() for full in served]
     assert sorted(routed) == sorted(s.full_name for s in service_descriptors())
-    assert SERVES["jobs"] == ("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService")
+    assert SERVES["claims"] == (
+        "trainyard.claim.v1.ClaimService",
+        "trainyard.client.v1.ClientService",
+    )
 
 
 def test_a_process_serving_two_services_checks_both_tables() -> None:

@@ -177,6 +177,8 @@ FIXTURE = Base(
 
 
 DECIDER_BASE = "fixture-tiny-decider"
+# What a LoRA adapter is when a job or a client leaves its settings out.
+LORA_DEFAULTS: Mapping[str, object] = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
 
 
 @dataclasses.dataclass(frozen=True)

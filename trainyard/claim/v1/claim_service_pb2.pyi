@@ -89,33 +89,37 @@ class RegisterTaskArtifactRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "report", "artifact", "release")
+    __slots__ = ("hello", "report", "artifact", "release", "result")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     report: StreamReport
     artifact: ArtifactRegistration
     release: Release
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., report: _Optional[_Union[StreamReport, _Mapping]] = ..., artifact: _Optional[_Union[ArtifactRegistration, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ...) -> None: ...
+    result: OperationResult
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., report: _Optional[_Union[StreamReport, _Mapping]] = ..., artifact: _Optional[_Union[ArtifactRegistration, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
-    __slots__ = ("assignment", "ack", "cancel", "grant", "welcome")
+    __slots__ = ("assignment", "ack", "cancel", "grant", "welcome", "operation")
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
     WELCOME_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
     assignment: Assignment
     ack: Ack
     cancel: Cancel
     grant: StreamGrant
     welcome: Welcome
-    def __init__(self, assignment: _Optional[_Union[Assignment, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., grant: _Optional[_Union[StreamGrant, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ...) -> None: ...
+    operation: ClientOperation
+    def __init__(self, assignment: _Optional[_Union[Assignment, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., grant: _Optional[_Union[StreamGrant, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., operation: _Optional[_Union[ClientOperation, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots")
+    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots", "clients")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     BASES_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +127,7 @@ class Hello(_message.Message):
     SUPPORTS_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    CLIENTS_FIELD_NUMBER: _ClassVar[int]
     machine: str
     platform: bool
     bases: _containers.RepeatedScalarFieldContainer[str]
@@ -130,7 +135,8 @@ class Hello(_message.Message):
     supports: _task_pb2.Supports
     leases: _containers.RepeatedCompositeFieldContainer[HeldLease]
     slots: int
-    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ...) -> None: ...
+    clients: int
+    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ..., clients: _Optional[int] = ...) -> None: ...
 
 class HeldLease(_message.Message):
     __slots__ = ("task", "lease")
@@ -254,3 +260,43 @@ class ReadTaskInputRequest(_message.Message):
     lease: str
     sha256: str
     def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class ClientOperation(_message.Message):
+    __slots__ = ("client", "seq", "kind", "input", "lease", "org", "report")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    ORG_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    seq: int
+    kind: str
+    input: str
+    lease: str
+    org: str
+    report: int
+    def __init__(self, client: _Optional[str] = ..., seq: _Optional[int] = ..., kind: _Optional[str] = ..., input: _Optional[str] = ..., lease: _Optional[str] = ..., org: _Optional[str] = ..., report: _Optional[int] = ...) -> None: ...
+
+class OperationResult(_message.Message):
+    __slots__ = ("client", "lease", "seq", "ok", "output", "code", "message", "field", "seconds")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    lease: str
+    seq: int
+    ok: bool
+    output: str
+    code: str
+    message: str
+    field: str
+    seconds: float
+    def __init__(self, client: _Optional[str] = ..., lease: _Optional[str] = ..., seq: _Optional[int] = ..., ok: _Optional[bool] = ..., output: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ..., seconds: _Optional[float] = ...) -> None: ...

@@ -22,16 +22,78 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from trainyard.job.v1 import job_pb2 as trainyard_dot_job_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n trainyard/client/v1/client.proto\x12\x13trainyard.client.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8b\x01\n\x0eTrainingClient\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\nbase_model\x18\x02 \x01(\t\x12\x12\n\nadaptation\x18\x03 \x01(\t\x12\x14\n\x0closs_history\x18\x04 \x03(\x01\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestampb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n trainyard/client/v1/client.proto\x12\x13trainyard.client.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1atrainyard/job/v1/job.proto\"\xe9\x03\n\x0eTrainingClient\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\nbase_model\x18\x02 \x01(\t\x12\x30\n\nadaptation\x18\x03 \x01(\x0b\x32\x1c.trainyard.job.v1.Adaptation\x12-\n\x07protect\x18\x04 \x01(\x0b\x32\x1c.trainyard.job.v1.Protection\x12\x14\n\x06status\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x14\n\x06reason\x18\x06 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07message\x18\x07 \x01(\tB\x04\xe2\x41\x01\x03\x12\x12\n\x04step\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x11\n\x03seq\x18\t \x01(\x05\x42\x04\xe2\x41\x01\x03\x12:\n\x0closs_history\x18\n \x03(\x0b\x32\x1e.trainyard.client.v1.LossPointB\x04\xe2\x41\x01\x03\x12\x1c\n\x0e\x65ngine_seconds\x18\x0b \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x1e\n\x10\x63ost_micro_cents\x18\x0c \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bupdate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"4\n\tLossPoint\x12\x0b\n\x03seq\x18\x01 \x01(\x05\x12\x0c\n\x04step\x18\x02 \x01(\x05\x12\x0c\n\x04loss\x18\x03 \x01(\x01\"s\n\nLoraConfig\x12\x11\n\x04rank\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05\x61lpha\x18\x02 \x01(\x05H\x01\x88\x01\x01\x12\x0f\n\x07targets\x18\x03 \x03(\t\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x02\x88\x01\x01\x42\x07\n\x05_rankB\x08\n\x06_alphaB\x07\n\x05_seed\"*\n\nModelInput\x12\x0e\n\x06tokens\x18\x01 \x03(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\"6\n\x0cLossFnInputs\x12\x15\n\rtarget_tokens\x18\x01 \x03(\x05\x12\x0f\n\x07weights\x18\x02 \x03(\x01\"x\n\x05\x44\x61tum\x12\x34\n\x0bmodel_input\x18\x01 \x01(\x0b\x32\x1f.trainyard.client.v1.ModelInput\x12\x39\n\x0eloss_fn_inputs\x18\x02 \x01(\x0b\x32!.trainyard.client.v1.LossFnInputs\" \n\x0cLossFnOutput\x12\x10\n\x08logprobs\x18\x01 \x03(\x01\"\xdb\x01\n\x15\x46orwardBackwardOutput\x12\x0c\n\x04loss\x18\x01 \x01(\x01\x12:\n\x0floss_fn_outputs\x18\x02 \x03(\x0b\x32!.trainyard.client.v1.LossFnOutput\x12H\n\x07metrics\x18\x03 \x03(\x0b\x32\x37.trainyard.client.v1.ForwardBackwardOutput.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x90\x01\n\nAdamParams\x12\x1a\n\rlearning_rate\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\x05\x62\x65ta1\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\x05\x62\x65ta2\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x10\n\x03\x65ps\x18\x04 \x01(\x01H\x03\x88\x01\x01\x42\x10\n\x0e_learning_rateB\x08\n\x06_beta1B\x08\n\x06_beta2B\x06\n\x04_eps\"\x93\x01\n\x0fOptimStepOutput\x12\x0c\n\x04step\x18\x01 \x01(\x05\x12\x42\n\x07metrics\x18\x02 \x03(\x0b\x32\x31.trainyard.client.v1.OptimStepOutput.MetricsEntry\x1a.\n\x0cMetricsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa5\x01\n\x0eSamplingParams\x12\x12\n\nmax_tokens\x18\x01 \x01(\x05\x12\x18\n\x0btemperature\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x12\n\x05top_p\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x11\n\x04seed\x18\x05 \x01(\x03H\x02\x88\x01\x01\x12\x0c\n\x04stop\x18\x06 \x03(\tB\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x07\n\x05_seed\"V\n\x0fSampledSequence\x12\x0e\n\x06tokens\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x01\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x13\n\x0bstop_reason\x18\x04 \x01(\t\"G\n\x0cSampleOutput\x12\x37\n\tsequences\x18\x01 \x03(\x0b\x32$.trainyard.client.v1.SampledSequence\"[\n\x11SaveWeightsOutput\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x01\x12\x0c\n\x04step\x18\x04 \x01(\x05\x12\x0c\n\x04kind\x18\x05 \x01(\t\">\n\x0eOperationError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\"\xea\x03\n\x06\x46uture\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x05\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x16\n\x0equeue_position\x18\x06 \x01(\x05\x12\x46\n\x10\x66orward_backward\x18\x07 \x01(\x0b\x32*.trainyard.client.v1.ForwardBackwardOutputH\x00\x12:\n\noptim_step\x18\x08 \x01(\x0b\x32$.trainyard.client.v1.OptimStepOutputH\x00\x12\x33\n\x06sample\x18\t \x01(\x0b\x32!.trainyard.client.v1.SampleOutputH\x00\x12>\n\x0csave_weights\x18\n \x01(\x0b\x32&.trainyard.client.v1.SaveWeightsOutputH\x00\x12\x32\n\x05\x65rror\x18\x0b \x01(\x0b\x32#.trainyard.client.v1.OperationError\x12\x16\n\x0e\x65ngine_seconds\x18\x0c \x01(\x01\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x08\n\x06outputb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trainyard.client.v1.client_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TRAININGCLIENT']._serialized_start=91
-  _globals['_TRAININGCLIENT']._serialized_end=230
+  _globals['_TRAININGCLIENT'].fields_by_name['id']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['id']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['status']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['reason']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['reason']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['message']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['message']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['step']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['step']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['seq']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['seq']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['loss_history']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['loss_history']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['engine_seconds']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['engine_seconds']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['cost_micro_cents']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['cost_micro_cents']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['create_time']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['create_time']._serialized_options = b'\342A\001\003'
+  _globals['_TRAININGCLIENT'].fields_by_name['update_time']._loaded_options = None
+  _globals['_TRAININGCLIENT'].fields_by_name['update_time']._serialized_options = b'\342A\001\003'
+  _globals['_FORWARDBACKWARDOUTPUT_METRICSENTRY']._loaded_options = None
+  _globals['_FORWARDBACKWARDOUTPUT_METRICSENTRY']._serialized_options = b'8\001'
+  _globals['_OPTIMSTEPOUTPUT_METRICSENTRY']._loaded_options = None
+  _globals['_OPTIMSTEPOUTPUT_METRICSENTRY']._serialized_options = b'8\001'
+  _globals['_TRAININGCLIENT']._serialized_start=152
+  _globals['_TRAININGCLIENT']._serialized_end=641
+  _globals['_LOSSPOINT']._serialized_start=643
+  _globals['_LOSSPOINT']._serialized_end=695
+  _globals['_LORACONFIG']._serialized_start=697
+  _globals['_LORACONFIG']._serialized_end=812
+  _globals['_MODELINPUT']._serialized_start=814
+  _globals['_MODELINPUT']._serialized_end=856
+  _globals['_LOSSFNINPUTS']._serialized_start=858
+  _globals['_LOSSFNINPUTS']._serialized_end=912
+  _globals['_DATUM']._serialized_start=914
+  _globals['_DATUM']._serialized_end=1034
+  _globals['_LOSSFNOUTPUT']._serialized_start=1036
+  _globals['_LOSSFNOUTPUT']._serialized_end=1068
+  _globals['_FORWARDBACKWARDOUTPUT']._serialized_start=1071
+  _globals['_FORWARDBACKWARDOUTPUT']._serialized_end=1290
+  _globals['_FORWARDBACKWARDOUTPUT_METRICSENTRY']._serialized_start=1244
+  _globals['_FORWARDBACKWARDOUTPUT_METRICSENTRY']._serialized_end=1290
+  _globals['_ADAMPARAMS']._serialized_start=1293
+  _globals['_ADAMPARAMS']._serialized_end=1437
+  _globals['_OPTIMSTEPOUTPUT']._serialized_start=1440
+  _globals['_OPTIMSTEPOUTPUT']._serialized_end=1587
+  _globals['_OPTIMSTEPOUTPUT_METRICSENTRY']._serialized_start=1244
+  _globals['_OPTIMSTEPOUTPUT_METRICSENTRY']._serialized_end=1290
+  _globals['_SAMPLINGPARAMS']._serialized_start=1590
+  _globals['_SAMPLINGPARAMS']._serialized_end=1755
+  _globals['_SAMPLEDSEQUENCE']._serialized_start=1757
+  _globals['_SAMPLEDSEQUENCE']._serialized_end=1843
+  _globals['_SAMPLEOUTPUT']._serialized_start=1845
+  _globals['_SAMPLEOUTPUT']._serialized_end=1916
+  _globals['_SAVEWEIGHTSOUTPUT']._serialized_start=1918
+  _globals['_SAVEWEIGHTSOUTPUT']._serialized_end=2009
+  _globals['_OPERATIONERROR']._serialized_start=2011
+  _globals['_OPERATIONERROR']._serialized_end=2073
+  _globals['_FUTURE']._serialized_start=2076
+  _globals['_FUTURE']._serialized_end=2566
 # @@protoc_insertion_point(module_scope)

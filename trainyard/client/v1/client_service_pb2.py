@@ -29,7 +29,7 @@ from trainyard.client.v1 import client_pb2 as trainyard_dot_client_dot_v1_dot_cl
 from trainyard.job.v1 import job_pb2 as trainyard_dot_job_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(trainyard/client/v1/client_service.proto\x12\x13trainyard.client.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a trainyard/client/v1/client.proto\x1a\x1atrainyard/job/v1/job.proto\"\x92\x01\n\x1b\x43reateTrainingClientRequest\x12\x12\n\nbase_model\x18\x01 \x01(\t\x12\x30\n\nadaptation\x18\x02 \x01(\x0b\x32\x1c.trainyard.job.v1.Adaptation\x12-\n\x07protect\x18\x03 \x01(\x0b\x32\x1c.trainyard.job.v1.Protection\"C\n\x1aListTrainingClientsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"l\n\x1bListTrainingClientsResponse\x12\x34\n\x07\x63lients\x18\x01 \x03(\x0b\x32#.trainyard.client.v1.TrainingClient\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\",\n\x18GetTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"/\n\x1b\x44\x65leteTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"*\n\x1c\x44\x65leteTrainingClientResponse\x12\n\n\x02id\x18\x01 \x01(\t\"W\n\x19RunForwardBackwardRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12(\n\x04\x64\x61ta\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.ListValue\"*\n\x1aRunForwardBackwardResponse\x12\x0c\n\x04loss\x18\x01 \x01(\x01\"U\n\x13RunOptimStepRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\rlearning_rate\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x10\n\x0e_learning_rate\"$\n\x14RunOptimStepResponse\x12\x0c\n\x04step\x18\x01 \x01(\x05\"h\n\x1bSampleTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x12\n\nmax_tokens\x18\x03 \x01(\x05\x12\x13\n\x0btemperature\x18\x04 \x01(\x01\",\n\x1cSampleTrainingClientResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\"B\n SaveTrainingClientWeightsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0c\n\x04name\x18\x02 \x01(\t\"1\n!SaveTrainingClientWeightsResponse\x12\x0c\n\x04name\x18\x01 \x01(\t2\x89\n\n\rClientService\x12\x8b\x01\n\x14\x43reateTrainingClient\x12\x30.trainyard.client.v1.CreateTrainingClientRequest\x1a#.trainyard.client.v1.TrainingClient\"\x1c\x82\xd3\xe4\x93\x02\x16\"\x11/v1/train/clients:\x01*\x12\x96\x01\n\x13ListTrainingClients\x12/.trainyard.client.v1.ListTrainingClientsRequest\x1a\x30.trainyard.client.v1.ListTrainingClientsResponse\"\x1c\x90\x02\x01\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/train/clients\x12\x8a\x01\n\x11GetTrainingClient\x12-.trainyard.client.v1.GetTrainingClientRequest\x1a#.trainyard.client.v1.TrainingClient\"!\x90\x02\x01\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/train/clients/{id}\x12\x9e\x01\n\x14\x44\x65leteTrainingClient\x12\x30.trainyard.client.v1.DeleteTrainingClientRequest\x1a\x31.trainyard.client.v1.DeleteTrainingClientResponse\"!\x90\x02\x02\x82\xd3\xe4\x93\x02\x18*\x16/v1/train/clients/{id}\x12\xa9\x01\n\x12RunForwardBackward\x12..trainyard.client.v1.RunForwardBackwardRequest\x1a/.trainyard.client.v1.RunForwardBackwardResponse\"2\x82\xd3\xe4\x93\x02,\"\'/v1/train/clients/{id}/forward_backward:\x01*\x12\x91\x01\n\x0cRunOptimStep\x12(.trainyard.client.v1.RunOptimStepRequest\x1a).trainyard.client.v1.RunOptimStepResponse\",\x82\xd3\xe4\x93\x02&\"!/v1/train/clients/{id}/optim_step:\x01*\x12\xa5\x01\n\x14SampleTrainingClient\x12\x30.trainyard.client.v1.SampleTrainingClientRequest\x1a\x31.trainyard.client.v1.SampleTrainingClientResponse\"(\x82\xd3\xe4\x93\x02\"\"\x1d/v1/train/clients/{id}/sample:\x01*\x12\xba\x01\n\x19SaveTrainingClientWeights\x12\x35.trainyard.client.v1.SaveTrainingClientWeightsRequest\x1a\x36.trainyard.client.v1.SaveTrainingClientWeightsResponse\".\x82\xd3\xe4\x93\x02(\"#/v1/train/clients/{id}/save_weights:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(trainyard/client/v1/client_service.proto\x12\x13trainyard.client.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a trainyard/client/v1/client.proto\x1a\x1atrainyard/job/v1/job.proto\"\x8b\x02\n\x1b\x43reateTrainingClientRequest\x12\x12\n\nbase_model\x18\x01 \x01(\t\x12\x30\n\nadaptation\x18\x02 \x01(\x0b\x32\x1c.trainyard.job.v1.Adaptation\x12-\n\x07protect\x18\x03 \x01(\x0b\x32\x1c.trainyard.job.v1.Protection\x12\x34\n\x0blora_config\x18\x04 \x01(\x0b\x32\x1f.trainyard.client.v1.LoraConfig\x12\x11\n\x04wait\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12%\n\x04\x62ody\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_wait\"S\n\x1aListTrainingClientsRequest\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x80\x01\n\x1bListTrainingClientsResponse\x12\x34\n\x07\x63lients\x18\x01 \x03(\x0b\x32#.trainyard.client.v1.TrainingClient\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\",\n\x18GetTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"/\n\x1b\x44\x65leteTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xb8\x01\n\x19RunForwardBackwardRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x11\n\x04wait\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12(\n\x04\x64\x61ta\x18\x04 \x03(\x0b\x32\x1a.trainyard.client.v1.Datum\x12\x0f\n\x07loss_fn\x18\x05 \x01(\t\x12%\n\x04\x62ody\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_wait\"\xad\x01\n\x13RunOptimStepRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x11\n\x04wait\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x34\n\x0b\x61\x64\x61m_params\x18\x04 \x01(\x0b\x32\x1f.trainyard.client.v1.AdamParams\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_wait\"\x83\x02\n\x1bSampleTrainingClientRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x11\n\x04wait\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12/\n\x06prompt\x18\x04 \x01(\x0b\x32\x1f.trainyard.client.v1.ModelInput\x12\x13\n\x0bnum_samples\x18\x05 \x01(\x05\x12<\n\x0fsampling_params\x18\x06 \x01(\x0b\x32#.trainyard.client.v1.SamplingParams\x12%\n\x04\x62ody\x18\x07 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_wait\"\x92\x01\n SaveTrainingClientWeightsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x11\n\x04wait\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x0c\n\x04name\x18\x04 \x01(\t\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_wait\"@\n\x10GetFutureRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x11\n\x04wait\x18\x02 \x01(\x05H\x00\x88\x01\x01\x42\x07\n\x05_wait2\xab\n\n\rClientService\x12\x8e\x01\n\x14\x43reateTrainingClient\x12\x30.trainyard.client.v1.CreateTrainingClientRequest\x1a#.trainyard.client.v1.TrainingClient\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x11/v1/train/clients:\x04\x62ody\x12\x96\x01\n\x13ListTrainingClients\x12/.trainyard.client.v1.ListTrainingClientsRequest\x1a\x30.trainyard.client.v1.ListTrainingClientsResponse\"\x1c\x90\x02\x01\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/train/clients\x12\x8a\x01\n\x11GetTrainingClient\x12-.trainyard.client.v1.GetTrainingClientRequest\x1a#.trainyard.client.v1.TrainingClient\"!\x90\x02\x01\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/train/clients/{id}\x12\x90\x01\n\x14\x44\x65leteTrainingClient\x12\x30.trainyard.client.v1.DeleteTrainingClientRequest\x1a#.trainyard.client.v1.TrainingClient\"!\x90\x02\x02\x82\xd3\xe4\x93\x02\x18*\x16/v1/train/clients/{id}\x12\x98\x01\n\x12RunForwardBackward\x12..trainyard.client.v1.RunForwardBackwardRequest\x1a\x1b.trainyard.client.v1.Future\"5\x82\xd3\xe4\x93\x02/\"\'/v1/train/clients/{id}/forward_backward:\x04\x62ody\x12\x86\x01\n\x0cRunOptimStep\x12(.trainyard.client.v1.RunOptimStepRequest\x1a\x1b.trainyard.client.v1.Future\"/\x82\xd3\xe4\x93\x02)\"!/v1/train/clients/{id}/optim_step:\x04\x62ody\x12\x92\x01\n\x14SampleTrainingClient\x12\x30.trainyard.client.v1.SampleTrainingClientRequest\x1a\x1b.trainyard.client.v1.Future\"+\x82\xd3\xe4\x93\x02%\"\x1d/v1/train/clients/{id}/sample:\x04\x62ody\x12\xa2\x01\n\x19SaveTrainingClientWeights\x12\x35.trainyard.client.v1.SaveTrainingClientWeightsRequest\x1a\x1b.trainyard.client.v1.Future\"1\x82\xd3\xe4\x93\x02+\"#/v1/train/clients/{id}/save_weights:\x04\x62ody\x12r\n\tGetFuture\x12%.trainyard.client.v1.GetFutureRequest\x1a\x1b.trainyard.client.v1.Future\"!\x90\x02\x01\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/train/futures/{id}b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,8 +48,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLETRAININGCLIENTREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_GETFUTUREREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_GETFUTUREREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_CLIENTSERVICE'].methods_by_name['CreateTrainingClient']._loaded_options = None
-  _globals['_CLIENTSERVICE'].methods_by_name['CreateTrainingClient']._serialized_options = b'\202\323\344\223\002\026\"\021/v1/train/clients:\001*'
+  _globals['_CLIENTSERVICE'].methods_by_name['CreateTrainingClient']._serialized_options = b'\202\323\344\223\002\031\"\021/v1/train/clients:\004body'
   _globals['_CLIENTSERVICE'].methods_by_name['ListTrainingClients']._loaded_options = None
   _globals['_CLIENTSERVICE'].methods_by_name['ListTrainingClients']._serialized_options = b'\220\002\001\202\323\344\223\002\023\022\021/v1/train/clients'
   _globals['_CLIENTSERVICE'].methods_by_name['GetTrainingClient']._loaded_options = None
@@ -57,41 +59,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLIENTSERVICE'].methods_by_name['DeleteTrainingClient']._loaded_options = None
   _globals['_CLIENTSERVICE'].methods_by_name['DeleteTrainingClient']._serialized_options = b'\220\002\002\202\323\344\223\002\030*\026/v1/train/clients/{id}'
   _globals['_CLIENTSERVICE'].methods_by_name['RunForwardBackward']._loaded_options = None
-  _globals['_CLIENTSERVICE'].methods_by_name['RunForwardBackward']._serialized_options = b'\202\323\344\223\002,\"\'/v1/train/clients/{id}/forward_backward:\001*'
+  _globals['_CLIENTSERVICE'].methods_by_name['RunForwardBackward']._serialized_options = b'\202\323\344\223\002/\"\'/v1/train/clients/{id}/forward_backward:\004body'
   _globals['_CLIENTSERVICE'].methods_by_name['RunOptimStep']._loaded_options = None
-  _globals['_CLIENTSERVICE'].methods_by_name['RunOptimStep']._serialized_options = b'\202\323\344\223\002&\"!/v1/train/clients/{id}/optim_step:\001*'
+  _globals['_CLIENTSERVICE'].methods_by_name['RunOptimStep']._serialized_options = b'\202\323\344\223\002)\"!/v1/train/clients/{id}/optim_step:\004body'
   _globals['_CLIENTSERVICE'].methods_by_name['SampleTrainingClient']._loaded_options = None
-  _globals['_CLIENTSERVICE'].methods_by_name['SampleTrainingClient']._serialized_options = b'\202\323\344\223\002\"\"\035/v1/train/clients/{id}/sample:\001*'
+  _globals['_CLIENTSERVICE'].methods_by_name['SampleTrainingClient']._serialized_options = b'\202\323\344\223\002%\"\035/v1/train/clients/{id}/sample:\004body'
   _globals['_CLIENTSERVICE'].methods_by_name['SaveTrainingClientWeights']._loaded_options = None
-  _globals['_CLIENTSERVICE'].methods_by_name['SaveTrainingClientWeights']._serialized_options = b'\202\323\344\223\002(\"#/v1/train/clients/{id}/save_weights:\001*'
+  _globals['_CLIENTSERVICE'].methods_by_name['SaveTrainingClientWeights']._serialized_options = b'\202\323\344\223\002+\"#/v1/train/clients/{id}/save_weights:\004body'
+  _globals['_CLIENTSERVICE'].methods_by_name['GetFuture']._loaded_options = None
+  _globals['_CLIENTSERVICE'].methods_by_name['GetFuture']._serialized_options = b'\220\002\001\202\323\344\223\002\030\022\026/v1/train/futures/{id}'
   _globals['_CREATETRAININGCLIENTREQUEST']._serialized_start=221
-  _globals['_CREATETRAININGCLIENTREQUEST']._serialized_end=367
-  _globals['_LISTTRAININGCLIENTSREQUEST']._serialized_start=369
-  _globals['_LISTTRAININGCLIENTSREQUEST']._serialized_end=436
-  _globals['_LISTTRAININGCLIENTSRESPONSE']._serialized_start=438
-  _globals['_LISTTRAININGCLIENTSRESPONSE']._serialized_end=546
-  _globals['_GETTRAININGCLIENTREQUEST']._serialized_start=548
-  _globals['_GETTRAININGCLIENTREQUEST']._serialized_end=592
-  _globals['_DELETETRAININGCLIENTREQUEST']._serialized_start=594
-  _globals['_DELETETRAININGCLIENTREQUEST']._serialized_end=641
-  _globals['_DELETETRAININGCLIENTRESPONSE']._serialized_start=643
-  _globals['_DELETETRAININGCLIENTRESPONSE']._serialized_end=685
-  _globals['_RUNFORWARDBACKWARDREQUEST']._serialized_start=687
-  _globals['_RUNFORWARDBACKWARDREQUEST']._serialized_end=774
-  _globals['_RUNFORWARDBACKWARDRESPONSE']._serialized_start=776
-  _globals['_RUNFORWARDBACKWARDRESPONSE']._serialized_end=818
-  _globals['_RUNOPTIMSTEPREQUEST']._serialized_start=820
-  _globals['_RUNOPTIMSTEPREQUEST']._serialized_end=905
-  _globals['_RUNOPTIMSTEPRESPONSE']._serialized_start=907
-  _globals['_RUNOPTIMSTEPRESPONSE']._serialized_end=943
-  _globals['_SAMPLETRAININGCLIENTREQUEST']._serialized_start=945
-  _globals['_SAMPLETRAININGCLIENTREQUEST']._serialized_end=1049
-  _globals['_SAMPLETRAININGCLIENTRESPONSE']._serialized_start=1051
-  _globals['_SAMPLETRAININGCLIENTRESPONSE']._serialized_end=1095
-  _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST']._serialized_start=1097
-  _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST']._serialized_end=1163
-  _globals['_SAVETRAININGCLIENTWEIGHTSRESPONSE']._serialized_start=1165
-  _globals['_SAVETRAININGCLIENTWEIGHTSRESPONSE']._serialized_end=1214
-  _globals['_CLIENTSERVICE']._serialized_start=1217
-  _globals['_CLIENTSERVICE']._serialized_end=2506
+  _globals['_CREATETRAININGCLIENTREQUEST']._serialized_end=488
+  _globals['_LISTTRAININGCLIENTSREQUEST']._serialized_start=490
+  _globals['_LISTTRAININGCLIENTSREQUEST']._serialized_end=573
+  _globals['_LISTTRAININGCLIENTSRESPONSE']._serialized_start=576
+  _globals['_LISTTRAININGCLIENTSRESPONSE']._serialized_end=704
+  _globals['_GETTRAININGCLIENTREQUEST']._serialized_start=706
+  _globals['_GETTRAININGCLIENTREQUEST']._serialized_end=750
+  _globals['_DELETETRAININGCLIENTREQUEST']._serialized_start=752
+  _globals['_DELETETRAININGCLIENTREQUEST']._serialized_end=799
+  _globals['_RUNFORWARDBACKWARDREQUEST']._serialized_start=802
+  _globals['_RUNFORWARDBACKWARDREQUEST']._serialized_end=986
+  _globals['_RUNOPTIMSTEPREQUEST']._serialized_start=989
+  _globals['_RUNOPTIMSTEPREQUEST']._serialized_end=1162
+  _globals['_SAMPLETRAININGCLIENTREQUEST']._serialized_start=1165
+  _globals['_SAMPLETRAININGCLIENTREQUEST']._serialized_end=1424
+  _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST']._serialized_start=1427
+  _globals['_SAVETRAININGCLIENTWEIGHTSREQUEST']._serialized_end=1573
+  _globals['_GETFUTUREREQUEST']._serialized_start=1575
+  _globals['_GETFUTUREREQUEST']._serialized_end=1639
+  _globals['_CLIENTSERVICE']._serialized_start=1642
+  _globals['_CLIENTSERVICE']._serialized_end=2965
 # @@protoc_insertion_point(module_scope)

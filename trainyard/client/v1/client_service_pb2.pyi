@@ -12,30 +12,40 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateTrainingClientRequest(_message.Message):
-    __slots__ = ("base_model", "adaptation", "protect")
+    __slots__ = ("base_model", "adaptation", "protect", "lora_config", "wait", "body")
     BASE_MODEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     PROTECT_FIELD_NUMBER: _ClassVar[int]
+    LORA_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     base_model: str
     adaptation: _job_pb2.Adaptation
     protect: _job_pb2.Protection
-    def __init__(self, base_model: _Optional[str] = ..., adaptation: _Optional[_Union[_job_pb2.Adaptation, _Mapping]] = ..., protect: _Optional[_Union[_job_pb2.Protection, _Mapping]] = ...) -> None: ...
+    lora_config: _client_pb2.LoraConfig
+    wait: int
+    body: _struct_pb2.Struct
+    def __init__(self, base_model: _Optional[str] = ..., adaptation: _Optional[_Union[_job_pb2.Adaptation, _Mapping]] = ..., protect: _Optional[_Union[_job_pb2.Protection, _Mapping]] = ..., lora_config: _Optional[_Union[_client_pb2.LoraConfig, _Mapping]] = ..., wait: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListTrainingClientsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token")
+    __slots__ = ("status", "page_size", "page_token")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    status: str
     page_size: int
     page_token: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, status: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListTrainingClientsResponse(_message.Message):
-    __slots__ = ("clients", "next_page_token")
+    __slots__ = ("clients", "next_page_token", "total_size")
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     clients: _containers.RepeatedCompositeFieldContainer[_client_pb2.TrainingClient]
     next_page_token: str
-    def __init__(self, clients: _Optional[_Iterable[_Union[_client_pb2.TrainingClient, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    total_size: int
+    def __init__(self, clients: _Optional[_Iterable[_Union[_client_pb2.TrainingClient, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class GetTrainingClientRequest(_message.Message):
     __slots__ = ("id",)
@@ -49,68 +59,72 @@ class DeleteTrainingClientRequest(_message.Message):
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
-class DeleteTrainingClientResponse(_message.Message):
-    __slots__ = ("id",)
-    ID_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
-
 class RunForwardBackwardRequest(_message.Message):
-    __slots__ = ("id", "data")
+    __slots__ = ("id", "seq", "wait", "data", "loss_fn", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FN_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    data: _struct_pb2.ListValue
-    def __init__(self, id: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ...) -> None: ...
-
-class RunForwardBackwardResponse(_message.Message):
-    __slots__ = ("loss",)
-    LOSS_FIELD_NUMBER: _ClassVar[int]
-    loss: float
-    def __init__(self, loss: _Optional[float] = ...) -> None: ...
+    seq: int
+    wait: int
+    data: _containers.RepeatedCompositeFieldContainer[_client_pb2.Datum]
+    loss_fn: str
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., data: _Optional[_Iterable[_Union[_client_pb2.Datum, _Mapping]]] = ..., loss_fn: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RunOptimStepRequest(_message.Message):
-    __slots__ = ("id", "learning_rate")
+    __slots__ = ("id", "seq", "wait", "adam_params", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
-    LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    ADAM_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    learning_rate: float
-    def __init__(self, id: _Optional[str] = ..., learning_rate: _Optional[float] = ...) -> None: ...
-
-class RunOptimStepResponse(_message.Message):
-    __slots__ = ("step",)
-    STEP_FIELD_NUMBER: _ClassVar[int]
-    step: int
-    def __init__(self, step: _Optional[int] = ...) -> None: ...
+    seq: int
+    wait: int
+    adam_params: _client_pb2.AdamParams
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., adam_params: _Optional[_Union[_client_pb2.AdamParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SampleTrainingClientRequest(_message.Message):
-    __slots__ = ("id", "prompt", "max_tokens", "temperature")
+    __slots__ = ("id", "seq", "wait", "prompt", "num_samples", "sampling_params", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
-    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
-    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    prompt: str
-    max_tokens: int
-    temperature: float
-    def __init__(self, id: _Optional[str] = ..., prompt: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
-
-class SampleTrainingClientResponse(_message.Message):
-    __slots__ = ("text",)
-    TEXT_FIELD_NUMBER: _ClassVar[int]
-    text: str
-    def __init__(self, text: _Optional[str] = ...) -> None: ...
+    seq: int
+    wait: int
+    prompt: _client_pb2.ModelInput
+    num_samples: int
+    sampling_params: _client_pb2.SamplingParams
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., prompt: _Optional[_Union[_client_pb2.ModelInput, _Mapping]] = ..., num_samples: _Optional[int] = ..., sampling_params: _Optional[_Union[_client_pb2.SamplingParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SaveTrainingClientWeightsRequest(_message.Message):
-    __slots__ = ("id", "name")
+    __slots__ = ("id", "seq", "wait", "name", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
+    seq: int
+    wait: int
     name: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., name: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
-class SaveTrainingClientWeightsResponse(_message.Message):
-    __slots__ = ("name",)
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+class GetFutureRequest(_message.Message):
+    __slots__ = ("id", "wait")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    wait: int
+    def __init__(self, id: _Optional[str] = ..., wait: _Optional[int] = ...) -> None: ...

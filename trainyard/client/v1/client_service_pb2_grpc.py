@@ -27,10 +27,16 @@ if _version_not_supported:
 
 
 class ClientServiceStub:
-    """ClientService owns interactive training clients: a model an engine holds in
-    memory, trained call by call (HIP-1333 §2 and §7). Until its engine is
-    built, the JobService process serves it and every method answers
-    `UNIMPLEMENTED`.
+    """ClientService owns interactive training clients: a model an engine executor
+    holds in memory, trained call by call (HIP-1333 §2 and §7). A client is a
+    leased task on an executor that serves clients: the same pool, lease
+    protocol and ledger (`client-second`) as jobs.
+
+    Every call on a client carries a sequence number, one past the last; the
+    engine applies a client's calls strictly in that order, and a repeated
+    `(client, seq)` answers the first call's future without running again.
+    A call answers in-line when it ends within `wait` seconds (30 when unset,
+    at most 120); else its future, with its queue position (`202` over REST).
 
     Every method acts in the org of the caller's API key; another org's client
     answers exactly as an unknown one (`NOT_FOUND`).
@@ -60,49 +66,60 @@ class ClientServiceStub:
         self.DeleteTrainingClient = channel.unary_unary(
                 '/trainyard.client.v1.ClientService/DeleteTrainingClient',
                 request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientRequest.SerializeToString,
-                response_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientResponse.FromString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.TrainingClient.FromString,
                 _registered_method=True)
         self.RunForwardBackward = channel.unary_unary(
                 '/trainyard.client.v1.ClientService/RunForwardBackward',
                 request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardRequest.SerializeToString,
-                response_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardResponse.FromString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
                 _registered_method=True)
         self.RunOptimStep = channel.unary_unary(
                 '/trainyard.client.v1.ClientService/RunOptimStep',
                 request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepRequest.SerializeToString,
-                response_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepResponse.FromString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
                 _registered_method=True)
         self.SampleTrainingClient = channel.unary_unary(
                 '/trainyard.client.v1.ClientService/SampleTrainingClient',
                 request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientRequest.SerializeToString,
-                response_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientResponse.FromString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
                 _registered_method=True)
         self.SaveTrainingClientWeights = channel.unary_unary(
                 '/trainyard.client.v1.ClientService/SaveTrainingClientWeights',
                 request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsRequest.SerializeToString,
-                response_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsResponse.FromString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
+                _registered_method=True)
+        self.GetFuture = channel.unary_unary(
+                '/trainyard.client.v1.ClientService/GetFuture',
+                request_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.GetFutureRequest.SerializeToString,
+                response_deserializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
                 _registered_method=True)
 
 
 class ClientServiceServicer:
-    """ClientService owns interactive training clients: a model an engine holds in
-    memory, trained call by call (HIP-1333 §2 and §7). Until its engine is
-    built, the JobService process serves it and every method answers
-    `UNIMPLEMENTED`.
+    """ClientService owns interactive training clients: a model an engine executor
+    holds in memory, trained call by call (HIP-1333 §2 and §7). A client is a
+    leased task on an executor that serves clients: the same pool, lease
+    protocol and ledger (`client-second`) as jobs.
+
+    Every call on a client carries a sequence number, one past the last; the
+    engine applies a client's calls strictly in that order, and a repeated
+    `(client, seq)` answers the first call's future without running again.
+    A call answers in-line when it ends within `wait` seconds (30 when unset,
+    at most 120); else its future, with its queue position (`202` over REST).
 
     Every method acts in the org of the caller's API key; another org's client
     answers exactly as an unknown one (`NOT_FOUND`).
     """
 
     def CreateTrainingClient(self, request, context):
-        """Creates a training client on the engine (HIP-1333 §7); operator only.
+        """Creates a training client on an engine (HIP-1333 §7); operator only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTrainingClients(self, request, context):
-        """Lists the org's training clients.
+        """Lists the org's training clients, newest first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -116,35 +133,42 @@ class ClientServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteTrainingClient(self, request, context):
-        """Drops a training client and frees its memory.
+        """Drops a training client and frees its memory on the engine.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RunForwardBackward(self, request, context):
-        """Accumulates gradients over `data` on a training client.
+        """Accumulates gradients over `data`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RunOptimStep(self, request, context):
-        """Applies the optimizer on a training client.
+        """Applies the optimizer to the gradients accumulated, and clears them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SampleTrainingClient(self, request, context):
-        """Decodes from a training client's current weights.
+        """Decodes from the current weights.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SaveTrainingClientWeights(self, request, context):
-        """Writes a training client's adapter on the engine.
+        """Writes the adapter as an artifact of the org.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFuture(self, request, context):
+        """Reads a call's future, waiting up to `wait` seconds for it to end.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -171,27 +195,32 @@ def add_ClientServiceServicer_to_server(servicer, server):
             'DeleteTrainingClient': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTrainingClient,
                     request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientRequest.FromString,
-                    response_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientResponse.SerializeToString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.TrainingClient.SerializeToString,
             ),
             'RunForwardBackward': grpc.unary_unary_rpc_method_handler(
                     servicer.RunForwardBackward,
                     request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardRequest.FromString,
-                    response_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardResponse.SerializeToString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.SerializeToString,
             ),
             'RunOptimStep': grpc.unary_unary_rpc_method_handler(
                     servicer.RunOptimStep,
                     request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepRequest.FromString,
-                    response_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepResponse.SerializeToString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.SerializeToString,
             ),
             'SampleTrainingClient': grpc.unary_unary_rpc_method_handler(
                     servicer.SampleTrainingClient,
                     request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientRequest.FromString,
-                    response_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientResponse.SerializeToString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.SerializeToString,
             ),
             'SaveTrainingClientWeights': grpc.unary_unary_rpc_method_handler(
                     servicer.SaveTrainingClientWeights,
                     request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsRequest.FromString,
-                    response_serializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsResponse.SerializeToString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.SerializeToString,
+            ),
+            'GetFuture': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFuture,
+                    request_deserializer=trainyard_dot_client_dot_v1_dot_client__service__pb2.GetFutureRequest.FromString,
+                    response_serializer=trainyard_dot_client_dot_v1_dot_client__pb2.Future.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -202,10 +231,16 @@ def add_ClientServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ClientService:
-    """ClientService owns interactive training clients: a model an engine holds in
-    memory, trained call by call (HIP-1333 §2 and §7). Until its engine is
-    built, the JobService process serves it and every method answers
-    `UNIMPLEMENTED`.
+    """ClientService owns interactive training clients: a model an engine executor
+    holds in memory, trained call by call (HIP-1333 §2 and §7). A client is a
+    leased task on an executor that serves clients: the same pool, lease
+    protocol and ledger (`client-second`) as jobs.
+
+    Every call on a client carries a sequence number, one past the last; the
+    engine applies a client's calls strictly in that order, and a repeated
+    `(client, seq)` answers the first call's future without running again.
+    A call answers in-line when it ends within `wait` seconds (30 when unset,
+    at most 120); else its future, with its queue position (`202` over REST).
 
     Every method acts in the org of the caller's API key; another org's client
     answers exactly as an unknown one (`NOT_FOUND`).
@@ -308,7 +343,7 @@ class ClientService:
             target,
             '/trainyard.client.v1.ClientService/DeleteTrainingClient',
             trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientRequest.SerializeToString,
-            trainyard_dot_client_dot_v1_dot_client__service__pb2.DeleteTrainingClientResponse.FromString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.TrainingClient.FromString,
             options,
             channel_credentials,
             insecure,
@@ -335,7 +370,7 @@ class ClientService:
             target,
             '/trainyard.client.v1.ClientService/RunForwardBackward',
             trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardRequest.SerializeToString,
-            trainyard_dot_client_dot_v1_dot_client__service__pb2.RunForwardBackwardResponse.FromString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
             options,
             channel_credentials,
             insecure,
@@ -362,7 +397,7 @@ class ClientService:
             target,
             '/trainyard.client.v1.ClientService/RunOptimStep',
             trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepRequest.SerializeToString,
-            trainyard_dot_client_dot_v1_dot_client__service__pb2.RunOptimStepResponse.FromString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
             options,
             channel_credentials,
             insecure,
@@ -389,7 +424,7 @@ class ClientService:
             target,
             '/trainyard.client.v1.ClientService/SampleTrainingClient',
             trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientRequest.SerializeToString,
-            trainyard_dot_client_dot_v1_dot_client__service__pb2.SampleTrainingClientResponse.FromString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
             options,
             channel_credentials,
             insecure,
@@ -416,7 +451,34 @@ class ClientService:
             target,
             '/trainyard.client.v1.ClientService/SaveTrainingClientWeights',
             trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsRequest.SerializeToString,
-            trainyard_dot_client_dot_v1_dot_client__service__pb2.SaveTrainingClientWeightsResponse.FromString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFuture(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.client.v1.ClientService/GetFuture',
+            trainyard_dot_client_dot_v1_dot_client__service__pb2.GetFutureRequest.SerializeToString,
+            trainyard_dot_client_dot_v1_dot_client__pb2.Future.FromString,
             options,
             channel_credentials,
             insecure,

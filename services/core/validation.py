@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from google.api import field_behavior_pb2
 from google.protobuf import descriptor, json_format
@@ -26,6 +26,7 @@ MAX_LIST = 64
 _I32 = (-(2**31), 2**31 - 1)
 _I64 = (-(2**63), 2**63 - 1)
 FD = descriptor.FieldDescriptor
+M = TypeVar("M", bound=Message)
 
 # Identifier-shaped fields: an allow-list each, so URLs, paths and shell strings cannot pass.
 PROJECT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -85,8 +86,9 @@ def _output_only(field: FD) -> bool:
     return field_behavior_pb2.OUTPUT_ONLY in behaviors
 
 
-def _walk(value: Any, message: descriptor.Descriptor, path: str) -> None:
-    """Check JSON `value` against a message type: known keys, JSON types, bounds."""
+def _walk(value: Any, message: descriptor.Descriptor, path: str, scalars: int = MAX_LIST) -> None:
+    """Check JSON `value` against a message type: known keys, JSON types, bounds (a list
+    of scalars holds at most `scalars`, a list of objects at most MAX_LIST)."""
     where = path or "body"
     if not isinstance(value, Mapping):
         raise errors.ValidationError(where, "must be a JSON object")
@@ -105,12 +107,13 @@ def _walk(value: Any, message: descriptor.Descriptor, path: str) -> None:
         ):
             if not isinstance(item, list):
                 raise errors.ValidationError(name, "must be a list")
-            if len(item) > MAX_LIST:
-                raise errors.ValidationError(name, f"must hold at most {MAX_LIST} items")
+            most = MAX_LIST if field.message_type is not None else scalars
+            if len(item) > most:
+                raise errors.ValidationError(name, f"must hold at most {most} items")
             for element in item:
-                _walk_scalar_or_message(element, field, name)
+                _walk_scalar_or_message(element, field, name, scalars)
         else:
-            _walk_scalar_or_message(item, field, name)
+            _walk_scalar_or_message(item, field, name, scalars)
 
 
 def _unknown(key: object, path: str, message: descriptor.Descriptor) -> errors.ValidationError:
@@ -123,7 +126,7 @@ def _unknown(key: object, path: str, message: descriptor.Descriptor) -> errors.V
     return errors.ValidationError(path or "body", "has an unknown field", metadata=supported)
 
 
-def _walk_scalar_or_message(value: Any, field: FD, name: str) -> None:
+def _walk_scalar_or_message(value: Any, field: FD, name: str, scalars: int = MAX_LIST) -> None:
     if field.message_type is not None:
         if field.message_type.GetOptions().map_entry:
             if not isinstance(value, Mapping) or len(value) > MAX_LIST:
@@ -132,7 +135,7 @@ def _walk_scalar_or_message(value: Any, field: FD, name: str) -> None:
             for v in value.values():
                 _walk_scalar_or_message(v, value_field, name)
             return
-        _walk(value, field.message_type, name)
+        _walk(value, field.message_type, name, scalars)
         return
     kind = field.type
     if kind == FD.TYPE_STRING:
@@ -174,6 +177,17 @@ def parse_json_job(body: Mapping[str, Any]) -> job_pb2.Job:
     except json_format.ParseError:
         raise errors.ValidationError("body", "does not fit the job's schema") from None
     return job
+
+
+def parse_strict(body: Mapping[str, Any], into: M, *, scalars: int = MAX_LIST) -> M:
+    """A REST body as the message `into`, refusing unknown fields, output-only ones and
+    values of the wrong JSON type (lists of scalars up to `scalars` items)."""
+    _walk(body, into.DESCRIPTOR, "", scalars)  # type: ignore[arg-type]
+    try:
+        json_format.ParseDict(dict(body), into, ignore_unknown_fields=False)
+    except json_format.ParseError:
+        raise errors.ValidationError("body", "does not fit the request's schema") from None
+    return into
 
 
 def check_typed_job(job: job_pb2.Job) -> None:
