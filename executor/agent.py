@@ -278,7 +278,7 @@ class Agent:
         if client is None:
             log.warning("client %s: an operation for a client not held here; ignored", op.client)
             return
-        client.submit(op.seq, op.kind, op.input)
+        client.submit(op.seq, op.kind, op.input, op.lease)
 
     def _drop_client(self, client_id: str) -> None:
         with self._lock:

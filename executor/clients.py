@@ -78,13 +78,18 @@ class ClientRunner:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, seq: int, kind: str, input: str) -> None:
-        """Take an operation; `create` again (seq 0) repeats its answer once there is one."""
+    def submit(self, seq: int, kind: str, input: str, lease: str = "") -> None:
+        """Take an operation; `create` again (seq 0, sent on a new stream before its answer
+        came) carries the client's new lease and repeats its answer once there is one."""
         if seq == 0 or kind == "create":
             with self._lock:
+                self.lease = lease or self.lease
                 created = self._created
             if created is not None:
-                self._emit(created)
+                again = claim_service_pb2.OperationResult()
+                again.CopyFrom(created)
+                again.lease = self.lease
+                self._emit(again)
             return
         self._ops.put((seq, kind, input))
 

@@ -12,14 +12,21 @@ import secrets
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import torch
+from peft import PeftModel
 
+from executor import fixture
 from tests.support import StackProcess, alive, bearer, reason
+from trainyard import packing
+from trainyard.sdk import Client
 
 BASE = "fixture-tiny-llm"
+BOS, EOS = fixture.BOS, fixture.EOS
 TEXT = "the quick brown fox jumps over the lazy dog. "
 
 
@@ -192,8 +199,8 @@ def test_the_limits_the_roles_and_the_bases_are_answered_by_name(
     org.create()
 
 
-def test_a_call_past_its_wait_answers_its_future_and_saved_weights_are_an_artifact(
-    org: Org,
+def test_a_call_past_its_wait_answers_its_future_and_saved_weights_reload_to_its_logits(
+    stack: StackProcess, org: Org, tmp_path: Path
 ) -> None:
     cid = org.create()["id"]
     r = org.member.post(f"/v1/train/clients/{cid}/forward_backward", json={"wait": 0, **batch()})
@@ -207,8 +214,23 @@ def test_a_call_past_its_wait_answers_its_future_and_saved_weights_are_an_artifa
     saved = org.call(cid, "save_weights", {"name": "my-adapter"})
     assert saved["kind"] == "lora" and saved["step"] == 1
     artifact = org.member.get(f"/v1/train/artifacts/{saved['sha256']}").json()
-    assert artifact["sha256"] == saved["sha256"]
+    assert artifact["sha256"] == saved["sha256"] and artifact["kind"] == "lora"
+    assert artifact["meta"]["client"] == cid and artifact["meta"]["step"] == "1"
     assert org.member.get(f"/v1/train/futures/{future['id']}x").status_code == 404
+    # Downloaded and loaded the way peft loads an adapter, it answers the client's logits.
+    tokens, targets = [BOS, *TEXT.encode()[:20]], [*TEXT.encode()[:20], EOS]
+    datum = {"model_input": {"tokens": tokens}, "loss_fn_inputs": {"target_tokens": targets}}
+    served = org.call(cid, "forward_backward", {"data": [datum]})["loss_fn_outputs"][0]
+    key = org.member.headers["authorization"].removeprefix("Bearer ")
+    with Client(stack.url, key) as sdk:
+        packed = sdk.download(saved["sha256"], tmp_path / "adapter.tar")
+    with packed.open("rb") as fh:
+        packing.unpack(fh, tmp_path / "adapter")
+    model = PeftModel.from_pretrained(fixture.build(), str(tmp_path / "adapter")).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens])).logits[0]
+    logprobs = torch.log_softmax(logits, -1)[range(len(targets)), targets]
+    assert logprobs.tolist() == pytest.approx(served["logprobs"], abs=1e-4)
 
 
 def test_a_client_whose_executor_is_killed_reads_lost(stack: StackProcess, org: Org) -> None:

@@ -148,6 +148,11 @@ def test_create_is_answered_once_the_engine_is_ready_and_again_when_repeated(
     assert spec["work_dir"] == str(runner.work)
     runner.submit(0, "create", "")
     assert harness.result() == created
+    # Sent again on a new stream, the create carries a new lease, which the answer and
+    # every later one carry.
+    runner.submit(0, "create", "", "trl_new")
+    again = harness.result()
+    assert (again.seq, again.ok, again.lease) == (0, True, "trl_new") and runner.lease == "trl_new"
 
 
 def test_each_operation_is_forwarded_in_order_and_a_repeated_seq_again(harness: Harness) -> None:
