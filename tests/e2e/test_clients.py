@@ -163,6 +163,10 @@ def test_the_limits_the_roles_and_the_bases_are_answered_by_name(
     r = org.operator.post("/v1/train/clients", json={"base_model": "fixture-tiny-decider"})
     assert r.status_code == 400 and reason(r) == "UNSUPPORTED_BASE"
     assert r.json()["supported"] == [BASE]
+    # The models list says which bases a client may load, from the check that refused it.
+    models = {m["name"]: m for m in org.member.get("/v1/train/models").json()["models"]}
+    assert models[BASE]["support"]["nouns"] == ["job", "client"]
+    assert models["fixture-tiny-decider"]["support"]["nouns"] == ["job"]
     r = org.operator.post("/v1/train/clients", json={"base_model": BASE, "colour": 1})
     assert r.status_code == 400 and r.json()["fields"] == ["colour"]
     r = org.operator.post(

@@ -87,6 +87,12 @@ class Base:
     protectable: tuple[str, ...] = ()
     output: str = ""
 
+    @property
+    def serves_clients(self) -> bool:
+        """Whether a training client may load it: a language model an engine trains LoRA
+        on (HIP-1333 §4's engine row)."""
+        return self.rows == "chat" and "lora" in self.adaptations
+
     def default_output_kind(self, mode: str) -> str:
         if self.output:
             return self.output
@@ -122,6 +128,7 @@ class Base:
                 base_load_precisions=self.precisions,
                 evaluation_suites=self.suites,
                 targets=self.targets,
+                nouns=("job", "client") if self.serves_clients else ("job",),
             ),
         )
 

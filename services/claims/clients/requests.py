@@ -68,7 +68,7 @@ def engine_bases(catalog: Catalog) -> tuple[str, ...]:
     """The bases a client may load: the language models an engine trains LoRA on
     (HIP-1333 §4's engine row)."""
     bases = [catalog.get(name) for name in catalog.names]
-    return tuple(b.name for b in bases if b and b.rows == "chat" and "lora" in b.adaptations)
+    return tuple(b.name for b in bases if b is not None and b.serves_clients)
 
 
 def adaptation_of(

@@ -64,7 +64,7 @@ class DurationModel(_message.Message):
     def __init__(self, fixed_seconds: _Optional[float] = ..., reference_seq_length: _Optional[int] = ..., reference_step_seconds: _Optional[float] = ..., step_seconds_per_token: _Optional[float] = ...) -> None: ...
 
 class SupportTable(_message.Message):
-    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets")
+    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets", "nouns")
     ADAPTATIONS_FIELD_NUMBER: _ClassVar[int]
     PROTECT_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class SupportTable(_message.Message):
     BASE_LOAD_PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_SUITES_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
+    NOUNS_FIELD_NUMBER: _ClassVar[int]
     adaptations: _containers.RepeatedScalarFieldContainer[str]
     protect: _containers.RepeatedScalarFieldContainer[str]
     terms: _containers.RepeatedScalarFieldContainer[str]
@@ -85,4 +86,5 @@ class SupportTable(_message.Message):
     base_load_precisions: _containers.RepeatedScalarFieldContainer[str]
     evaluation_suites: _containers.RepeatedScalarFieldContainer[str]
     targets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ...) -> None: ...
+    nouns: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., nouns: _Optional[_Iterable[str]] = ...) -> None: ...
