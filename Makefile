@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/claims.py
 	$(BIN)/python bench/training.py
 	$(BIN)/python bench/projection.py
+	$(BIN)/python bench/clients.py
 
 clean:
 	rm -rf $(VENV) node_modules .trainyard .pytest_cache .mypy_cache .ruff_cache

@@ -7,9 +7,12 @@ time answers its future, and a client whose executor dies reads `lost`."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +28,7 @@ from tests.support import StackProcess, alive, bearer, reason
 from trainyard import packing
 from trainyard.sdk import Client
 
+ROOT = Path(__file__).resolve().parents[2]
 BASE = "fixture-tiny-llm"
 BOS, EOS = fixture.BOS, fixture.EOS
 TEXT = "the quick brown fox jumps over the lazy dog. "
@@ -235,6 +239,23 @@ def test_a_call_past_its_wait_answers_its_future_and_saved_weights_reload_to_its
         logits = model(torch.tensor([tokens])).logits[0]
     logprobs = torch.log_softmax(logits, -1)[range(len(targets)), targets]
     assert logprobs.tolist() == pytest.approx(served["logprobs"], abs=1e-4)
+
+
+def test_the_example_fine_tunes_through_a_client_and_its_loss_falls(stack: StackProcess) -> None:
+    org = f"org-{secrets.token_hex(4)}"
+    env = {
+        **stack.env,
+        "TRAINYARD_URL": stack.url,
+        "TRAINYARD_API_KEY": stack.create_key("ops", "operator"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_client.py"), "--org", org],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("losses: ")]
+    losses = json.loads(line.removeprefix("losses: "))
+    assert len(losses) == 30 and losses[-1] < losses[0] * 0.85, losses
 
 
 def test_a_client_whose_executor_is_killed_reads_lost(stack: StackProcess, org: Org) -> None:
