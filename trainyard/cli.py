@@ -160,6 +160,60 @@ def _dollars(micro_cents: int) -> str:
     return f"{sign}${abs(micro_cents) / 10**8:,.4f}"
 
 
+@main.group()
+def clients() -> None:
+    """Create, list, read and delete interactive training clients (drive them with the SDK's
+    TrainingClient; see examples/train_client.py)."""
+
+
+@clients.command("create")
+@click.option("--base", "base_model", default="fixture-tiny-llm", show_default=True)
+@click.option("--rank", type=int, help="LoRA rank; the base's default when omitted.")
+@click.option("--seed", type=int, help="Seeds the adapter's initialisation.")
+@click.option("--org", help="The org it is for (an operator key acting in it).")
+@click.pass_context
+def clients_create(
+    ctx: click.Context, base_model: str, rank: int | None, seed: int | None, org: str | None
+) -> None:
+    """Create a client on an engine executor (an operator's); print it once loaded."""
+    with _client(ctx) as client:
+        made = client.create_training_client(base_model, rank=rank, seed=seed, org=org)
+        _print(made.get())
+
+
+@clients.command("list")
+@click.option("--status", default="", help="Only clients in this status.")
+@click.pass_context
+def clients_list(ctx: click.Context, status: str) -> None:
+    """List the org's clients, newest first."""
+    with _client(ctx) as client:
+        for found in client.list_training_clients(status=status):
+            last = f"{found.loss_history[-1].loss:.4f}" if found.loss_history else "-"
+            click.echo(
+                f"{found.id}  {found.status:<8} {found.base_model}  step {found.step:<5} "
+                f"seq {found.seq:<6} loss {last}  {_dollars(found.cost_micro_cents)}"
+            )
+
+
+@clients.command("get")
+@click.argument("client_id")
+@click.pass_context
+def clients_get(ctx: click.Context, client_id: str) -> None:
+    """Show one client as JSON, with its loss history."""
+    with _client(ctx) as client:
+        _print(client.training_client(client_id).get())
+
+
+@clients.command("delete")
+@click.argument("client_id")
+@click.pass_context
+def clients_delete(ctx: click.Context, client_id: str) -> None:
+    """Drop a client and free its engine's memory."""
+    with _client(ctx) as client:
+        gone = client.training_client(client_id).delete()
+        click.echo(f"{gone.id}  {gone.status}")
+
+
 @main.command()
 @click.pass_context
 def wallet(ctx: click.Context) -> None:

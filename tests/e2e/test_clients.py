@@ -241,6 +241,23 @@ def test_a_call_past_its_wait_answers_its_future_and_saved_weights_reload_to_its
     assert logprobs.tolist() == pytest.approx(served["logprobs"], abs=1e-4)
 
 
+def test_the_cli_creates_lists_shows_and_deletes_clients(stack: StackProcess, org: Org) -> None:
+    operator = stack.create_key("ops", "operator")
+    made = stack.cli("clients", "create", "--org", org.name, "--seed", "3", key=operator)
+    client = json.loads(made.stdout)
+    assert client["status"] == "ready" and client["adaptation"]["rank"] == 8
+    org.call(client["id"], "forward_backward", batch())
+    member = org.member.headers["authorization"].removeprefix("Bearer ")
+    [line] = stack.cli("clients", "list", key=member).stdout.splitlines()
+    assert line.startswith(client["id"]) and " ready " in line and "step 0" in line
+    shown = json.loads(stack.cli("clients", "get", client["id"], key=member).stdout)
+    assert len(shown["loss_history"]) == 1
+    gone = stack.cli("clients", "delete", client["id"], key=member).stdout
+    assert gone.split() == [client["id"], "deleted"]
+    refused = stack.cli("clients", "create", "--org", org.name, key=member, check=False)
+    assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr
+
+
 def test_the_example_fine_tunes_through_a_client_and_its_loss_falls(stack: StackProcess) -> None:
     org = f"org-{secrets.token_hex(4)}"
     env = {
