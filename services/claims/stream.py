@@ -196,13 +196,18 @@ class ExecutorStream:
         """Apply an engine's answer, wake whoever waits on it, and send the next call."""
         self._sent.discard((result.client, result.seq))
         try:
-            await asyncio.to_thread(self._service.clients.apply, self._principal, result)
+            applied = await asyncio.to_thread(self._service.clients.apply, self._principal, result)
         except errors.DomainError as exc:
             if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
                 self._clients.discard(result.client)
                 cancel = claim_service_pb2.Cancel(task=result.client, reason="lease_lost")
                 await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
             return
+        if applied is not None:
+            kind, outcome = applied
+            self._service.metrics.client_operations.labels(kind, outcome).inc()
+            if outcome == "done" and kind != "create":
+                self._service.metrics.engine_seconds.inc(max(result.seconds, 0.0))
         self._signals.answered(result.client, result.seq)
         self._signals.executor(self._executor_id).set()
 

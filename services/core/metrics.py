@@ -108,6 +108,18 @@ class ClaimMetrics:
             "Executors with a stream open to this process, past their hello.",
             registry=registry,
         )
+        self.client_operations = Counter(
+            "trainyard_client_operations",
+            "Training clients' calls their engines answered, by kind and outcome (done or "
+            "failed); a resend after a reconnect is not counted again.",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.engine_seconds = Counter(
+            "trainyard_client_engine_seconds",
+            "Engine-seconds of training clients' calls that succeeded (what client-second meters).",
+            registry=registry,
+        )
 
 
 class _StoreCollector(Collector):

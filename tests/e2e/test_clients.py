@@ -24,6 +24,7 @@ import torch
 from peft import PeftModel
 
 from executor import fixture
+from tests.e2e.test_metrics import metric
 from tests.support import StackProcess, alive, bearer, reason
 from trainyard import packing
 from trainyard.sdk import Client
@@ -92,8 +93,15 @@ def batch() -> dict[str, Any]:
 
 
 def test_a_clients_loss_falls_over_twenty_rounds_and_its_history_and_charges_show(
-    org: Org,
+    stack: StackProcess, org: Org
 ) -> None:
+    done_before = metric(
+        stack,
+        "claims",
+        "trainyard_client_operations_total",
+        kind="forward_backward",
+        outcome="done",
+    )
     client = org.create(lora_config={"rank": 8, "seed": 1})
     cid = client["id"]
     before = org.call(
@@ -123,6 +131,16 @@ def test_a_clients_loss_falls_over_twenty_rounds_and_its_history_and_charges_sho
     charged = [e for e in entries if e["name"].startswith(f"client/{cid}/")]
     assert charged and len({e["name"] for e in charged}) == len(charged)
     assert int(read["cost_micro_cents"]) == -sum(int(e["micro_cents"]) for e in charged)
+    # The claims process counts the calls its engines answered.
+    done = metric(
+        stack,
+        "claims",
+        "trainyard_client_operations_total",
+        kind="forward_backward",
+        outcome="done",
+    )
+    assert done - done_before == 20
+    assert metric(stack, "claims", "trainyard_client_engine_seconds_total") > 0
 
 
 def test_a_replayed_call_answers_the_first_and_runs_once_and_clients_stay_apart(

@@ -305,9 +305,12 @@ class Clients:
             rows = session.scalars(sa.select(ClientRow).where(ClientRow.id.in_(client_ids))).all()
             return [(r.id, r.reason or r.status) for r in rows if r.status not in store.LIVE]
 
-    def apply(self, principal: Principal, result: claim_service_pb2.OperationResult) -> None:
+    def apply(
+        self, principal: Principal, result: claim_service_pb2.OperationResult
+    ) -> tuple[str, str] | None:
         """Apply an engine's answer: the operation's output (or error), the client's
-        progress, the metered seconds and their charge, in one transaction."""
+        progress, the metered seconds and their charge, in one transaction. The call's
+        kind and how it ended (`done`, `failed`); None for an answer applied before."""
         output: dict[str, Any] = {}
         code, message, field = result.code, result.message, result.field
         kind = self._kind(result.client, result.seq)
@@ -320,13 +323,13 @@ class Clients:
         if result.ok and kind == "save_weights" and not code:
             code, message = self._confirm(result.client, output)
 
-        def work() -> None:
+        def work() -> tuple[str, str] | None:
             now = self._now()
             with self._db.unit() as session:
                 client = self._leased(session, principal, result.client, result.lease, now)
                 op = store.operation(session, client.id, result.seq)
                 if op is None or op.status not in store.PENDING:
-                    return  # answered before: a resend after a reconnect
+                    return None  # answered before: a resend after a reconnect
                 op.seconds = max(result.seconds, 0.0)
                 client.seq = max(client.seq, op.seq)
                 client.update_time = now
@@ -334,11 +337,11 @@ class Clients:
                     _fail(op, code or "INTERNAL_ERROR", message, now, field)
                     if op.kind == "create":
                         self._end(session, client, "failed", "engine_failed")
-                    return
+                    return op.kind, op.status
                 op.status, op.output, op.done_time = "done", output, now
                 if op.kind == "create":
                     client.status = "ready"
-                    return
+                    return op.kind, op.status
                 if op.kind == "forward_backward":
                     client.losses = [*client.losses, [op.seq, client.step, output.get("loss", 0.0)]]
                 elif op.kind == "optim_step":
@@ -349,8 +352,9 @@ class Clients:
                     client.cost_micro_cents += windows.meter_client(
                         session, self._policy, hold, seq=op.seq, engine_seconds=op.seconds, now=now
                     )
+                return op.kind, op.status
 
-        claims_store.retry(work)
+        return claims_store.retry(work)
 
     def _kind(self, client_id: str, seq: int) -> str:
         with self._db.unit(write=False) as session:
