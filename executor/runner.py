@@ -208,6 +208,14 @@ class TaskRunner:
                 snapshot = self.work / "snapshot.jsonl"
                 snapshot.write_bytes(data)
                 spec["snapshot_path"] = str(snapshot)
+        origin = str(getattr(self.job, "from"))
+        if origin and not self.task.resume_from:
+            # The adapter the job starts from; a resumed attempt's state already holds it.
+            adapter = self.work / "init_adapter"
+            data = self._input(origin)
+            assert data is not None
+            packing.unpack(io.BytesIO(data), adapter)
+            spec["init_adapter_dir"] = str(adapter)
         if self.task.resume_from:
             resume = self.work / "resume"
             state = self._input(self.task.resume_from)

@@ -37,6 +37,8 @@ class Plan:
     work: Path
     snapshot_path: Path | None
     resume_dir: Path | None
+    # The unpacked adapter the job's `from` names: its LoRA starts from those weights.
+    init_adapter_dir: Path | None = None
 
     @property
     def hp(self) -> dict[str, Any]:
@@ -65,6 +67,7 @@ def load_plan(path: str) -> Plan:
         work=work,
         snapshot_path=Path(spec["snapshot_path"]) if spec.get("snapshot_path") else None,
         resume_dir=Path(spec["resume_dir"]) if spec.get("resume_dir") else None,
+        init_adapter_dir=(Path(spec["init_adapter_dir"]) if spec.get("init_adapter_dir") else None),
     )
 
 
@@ -195,6 +198,22 @@ def main(task_file: str) -> int:
             dist.destroy_process_group()
 
 
+def start_from_adapter(model: Any, directory: Path) -> None:
+    """Load a peft adapter's weights (`adapter_model.safetensors`) into the fresh LoRA
+    `model`, so step 0 starts where the adapter ended. Every LoRA weight must come from
+    it: an adapter of another shape fails the run rather than half-load."""
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = load_file(str(directory / "adapter_model.safetensors"))
+    expected = set(get_peft_model_state_dict(model))
+    if set(weights) != expected:
+        raise ValueError("the adapter's weights do not fit the job's LoRA")
+    loaded = set_peft_model_state_dict(model, weights)
+    if getattr(loaded, "unexpected_keys", None):
+        raise ValueError("the adapter's weights do not fit the job's LoRA")
+
+
 class Trainer:
     def __init__(self, plan: Plan, stop: dict[str, bool]) -> None:
         self.plan, self.stop = plan, stop
@@ -236,6 +255,9 @@ class Trainer:
                     lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                 ),
             )  # fmt: skip
+            if plan.init_adapter_dir is not None:
+                start_from_adapter(model, plan.init_adapter_dir)
+                self.say(type="log", line="started from the adapter the job names")
         initial = (
             {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
         )

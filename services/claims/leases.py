@@ -351,9 +351,9 @@ class Leases:
 
 
 def _inputs(session: Session, job: JobRow) -> set[str]:
-    """What a task of the job reads: its dataset snapshot and, for an attempt that resumes,
-    the state it continues from."""
-    found = {job.dataset_sha256}
+    """What a task of the job reads: its dataset snapshot, the adapter its `from` names
+    and, for an attempt that resumes, the state it continues from."""
+    found = {job.dataset_sha256, job.from_sha256}
     if lifecycle.current_attempt(session, job).resume_from_checkpoint and job.result:
         found.add(str(job.result.get("checkpoint_sha256", "")))
     return found - {""}

@@ -52,6 +52,10 @@ class JobRow(Base):
     reads_sha256: Mapped[str] = mapped_column(
         sa.String(64), default="", server_default="", index=True
     )
+    # The sha256 of the adapter the job starts from (its `from`), which it reads too.
+    from_sha256: Mapped[str] = mapped_column(
+        sa.String(64), default="", server_default="", index=True
+    )
     model_available: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
     failure_code: Mapped[str] = mapped_column(sa.String(64), default="")
     failure_category: Mapped[str] = mapped_column(sa.String(16), default="")
@@ -303,15 +307,19 @@ def published(session: Session, org: str, sha256: str) -> bool:
 
 
 def in_use(session: Session, org: str, sha256: str) -> bool:
-    """Whether a job that has not ended reads the object: the upload its dataset names
-    (HIP-1333 §6), or the snapshot it trains on."""
+    """Whether a job that has not ended reads the object: the upload its dataset names or
+    the adapter its `from` names (HIP-1333 §6), or the snapshot it trains on."""
     job = JobRow
     return (
         session.scalar(
             sa.select(job.id)
             .where(
                 job.org == org,
-                sa.or_(job.reads_sha256 == sha256, job.dataset_sha256 == sha256),
+                sa.or_(
+                    job.reads_sha256 == sha256,
+                    job.from_sha256 == sha256,
+                    job.dataset_sha256 == sha256,
+                ),
                 job.status.not_in(TERMINAL),
             )
             .limit(1)

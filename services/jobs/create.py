@@ -20,7 +20,7 @@ from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
 from services.core.validation import check_typed_job, parse_json_job
-from services.jobs import frozen, sources, spec, store, view
+from services.jobs import adapters, frozen, sources, spec, store, view
 from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog
@@ -101,9 +101,19 @@ class JobCreation:
         self._reader = reader
 
     def admit(self, principal: Principal, job: job_pb2.Job) -> Admission:
-        """Validate and plan a spec as a create would, in HIP-1333 §3's order."""
-        base = spec.validate(job, self._catalog)
+        """Validate and plan a spec as a create would, in HIP-1333 §3's order. Only a job
+        `from` an adapter reads the store here (the adapter's row and bytes)."""
+        found: list[adapters.Adapter] = []
+
+        def inputs(checked: job_pb2.Job) -> None:
+            if sha := spec.origin(checked):
+                found.append(adapters.read(self._store, self._reader, principal.org, sha))
+                adapters.check(checked, found[0])
+
+        base = spec.validate(job, self._catalog, inputs)
         expanded = spec.expand(job, base)
+        if found:
+            adapters.apply(expanded, found[0])
         rows = sources.load(expanded.dataset.uri, principal.org, self._reader, base.rows)
         try:
             selected = datasets.select(rows, expanded.dataset.tags)
@@ -211,7 +221,8 @@ class JobCreation:
                         **dataclasses.asdict(admission.plan),
                         projected_seconds=admission.projected_seconds,
                     ).to_json(),
-                    reads_sha256=spec.artifact_sha256(job.dataset.uri) or "", key=key,
+                    reads_sha256=spec.artifact_sha256(job.dataset.uri) or "",
+                    from_sha256=spec.origin(job), key=key,
                     shape_sha256=shape, now=utcnow(),
                 )  # fmt: skip
                 lifecycle.append_event(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 
 from google.protobuf import json_format
 
@@ -55,11 +56,24 @@ def artifact_sha256(uri: str) -> str | None:
     return uri[len(ARTIFACT_URI) :] if uri.startswith(ARTIFACT_URI) else None
 
 
+def origin(job: job_pb2.Job) -> str:
+    """The sha256 the job's `from` names, or "" (`from` is a Python keyword)."""
+    return str(getattr(job, "from"))
+
+
 def check_shape(job: job_pb2.Job) -> None:
     """Everything that holds whatever the base: presence, formats, closed sets, bounds."""
     if not job.base_model:
         raise errors.ValidationError("base_model", "is required")
     v.check_identifier("base_model", job.base_model, BASE_NAME, "a model name")
+    if origin(job) and not v.SHA256.match(origin(job)):
+        raise errors.ValidationError("from", "must be a sha256")
+    if origin(job) and not job.dataset.uri:
+        # Without rows a job from an artifact would evaluate, merge or extend a basis
+        # (HIP-1333 §3); no executor runs those, so `from` only continues a training.
+        raise errors.ValidationError(
+            "dataset.uri", "is required: a job with from trains on from its adapter"
+        )
     if not job.dataset.uri:
         raise errors.ValidationError("dataset.uri", "is required")
     sha = artifact_sha256(job.dataset.uri)
@@ -217,6 +231,10 @@ def check_base(job: job_pb2.Job, catalog: Catalog) -> Base:
 
 def check_agreement(job: job_pb2.Job) -> None:
     mode = job.adaptation.mode
+    if origin(job) and mode not in ("", "lora"):
+        raise errors.ValidationError(
+            "from", "continues a LoRA adapter: adaptation.mode must be lora"
+        )
     if job.output.kind == "lora" and mode and mode not in ("lora", "qlora"):
         raise errors.ValidationError("output.kind", "lora needs adaptation.mode lora or qlora")
     if mode not in ("lora", "qlora", "") and (
@@ -226,6 +244,8 @@ def check_agreement(job: job_pb2.Job) -> None:
 
 
 def check_support(job: job_pb2.Job, base: Base) -> None:
+    if origin(job) and "lora" not in base.adaptations:
+        raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.mode", base.adaptations)
     if job.adaptation.mode and job.adaptation.mode not in base.adaptations:
         raise _unsupported("UNSUPPORTED_ADAPTATION", "adaptation.mode", base.adaptations)
     if any(t not in base.targets for t in job.adaptation.targets):
@@ -298,11 +318,16 @@ def check_protect(pr: job_pb2.Protection, base: Base) -> None:
         raise errors.ValidationError("protect.suites", "is required to protect anything")
 
 
-def validate(job: job_pb2.Job, catalog: Catalog) -> Base:
-    """Checks 1–4 of HIP-1333 §3; the first failure is the answer."""
+def validate(
+    job: job_pb2.Job, catalog: Catalog, inputs: Callable[[job_pb2.Job], None] | None = None
+) -> Base:
+    """Checks 1–4 of HIP-1333 §3; the first failure is the answer. `inputs` checks the
+    artifacts the job names against it (the agreement of check 3) where a store is read."""
     check_shape(job)
     base = check_base(job, catalog)
     check_agreement(job)
+    if inputs is not None:
+        inputs(job)
     check_support(job, base)
     return base
 
@@ -333,7 +358,7 @@ def expand(job: job_pb2.Job, base: Base) -> job_pb2.Job:
 
     ad = out.adaptation
     if not ad.mode:
-        ad.mode = str(base.adaptation["mode"])
+        ad.mode = "lora" if origin(job) else str(base.adaptation["mode"])
     if ad.mode == "auto":
         ad.mode = "full"
         ad.chose = f"full: {base.name} is small enough to train whole"

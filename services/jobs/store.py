@@ -94,6 +94,7 @@ def add_job(
     spec_sha256: str,
     plan: dict[str, Any],
     reads_sha256: str,
+    from_sha256: str = "",
     key: str,
     shape_sha256: str,
     now: dt.datetime,
@@ -103,7 +104,8 @@ def add_job(
         id=job_id, org=org, project=project, number=number, status=JobStatus.QUEUED,
         spec=spec, spec_sha256=spec_sha256, plan=plan,
         preparation={"status": str(PreparationStatus.QUEUED)}, requested_by=requested_by,
-        attempt_count=1, event_seq=0, reads_sha256=reads_sha256, create_time=now,
+        attempt_count=1, event_seq=0, reads_sha256=reads_sha256, from_sha256=from_sha256,
+        create_time=now,
         update_time=now,
     )  # fmt: skip
     session.add(row)

@@ -539,3 +539,124 @@ def test_cancel_racing_preparation_always_answers(store: Store, config: Config) 
         cancel = functools.partial(service.cancel, acme, job.id)
         assert race(service.prepare_next, cancel) == []
         assert service.get(acme, job.id).status == "cancelled"
+
+
+# -- from: a LoRA job that starts from an adapter of the org --------------------------------
+
+
+class _Objects:
+    """The org's bytes as ArtifactService reads them back, by sha256."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, str], bytes] = {}
+
+    def read(self, org: str, sha256: str) -> bytes:
+        return self.data[(org, sha256)]
+
+
+def _store_adapter(
+    store: Store, objects: _Objects, org: str, *, kind: str = "lora", base: str = "fixture-tiny-llm",
+    rank: int = 8, status: str = "stored",
+) -> str:  # fmt: skip
+    import hashlib
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from services.core import ids
+    from services.core.store import utcnow
+    from trainyard import packing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = {"r": rank, "lora_alpha": 32, "target_modules": ["v_proj", "q_proj"]}
+        (Path(tmp) / "adapter_config.json").write_text(json.dumps(config))
+        (Path(tmp) / "adapter_model.safetensors").write_bytes(ids.new_id("w").encode())
+        data = packing.pack_bytes(Path(tmp))
+    sha = hashlib.sha256(data).hexdigest()
+    objects.data[(org, sha)] = data
+    with store.unit() as session:
+        session.add(
+            tables.ObjectRow(
+                org=org, sha256=sha, id=ids.new_id("obj"), size=len(data), kind=kind, name="a",
+                status=status, meta={"client": "cli_0000000000000001", "step": "3", "base": base},
+                create_time=utcnow(), stored_time=utcnow(),
+            )
+        )  # fmt: skip
+    return sha
+
+
+@pytest.fixture
+def from_service(store: Store, config: Config) -> tuple[JobService, _Objects]:
+    objects = _Objects()
+    return JobService(store, Catalog(), config, PageTokens(b"k" * 32), reader=objects), objects
+
+
+ACME = Principal(key_id="key_0123456789abcdef", org="acme", role="member")
+
+
+def test_a_job_from_an_adapter_takes_its_lora_and_holds_it_until_it_ends(
+    store: Store, from_service: tuple[JobService, _Objects]
+) -> None:
+    from services.claims import leases
+
+    service, objects = from_service
+    sha = _store_adapter(store, objects, "acme")
+    job, _ = service.create(ACME, {**FIXTURE, "from": sha}, job_pb2.Job())
+    assert getattr(job, "from") == sha
+    ad = job.adaptation
+    assert (ad.mode, ad.rank, ad.alpha, list(ad.targets)) == ("lora", 8, 32, ["q_proj", "v_proj"])
+    # The job reads the adapter: in use (DELETE is 409 IN_USE, the sweep keeps it), and a
+    # task of the job may read it under its lease.
+    with store.unit(write=False) as session:
+        assert tables.in_use(session, "acme", sha)
+        assert not tables.in_use(session, "globex", sha)
+        row = session.get(tables.JobRow, job.id)
+        assert row is not None and sha in leases._inputs(session, row)
+    service.cancel(ACME, job.id)
+    with store.unit(write=False) as session:
+        assert not tables.in_use(session, "acme", sha)
+
+
+@pytest.mark.parametrize(
+    ("case", "reason", "field"),
+    [
+        ("unknown", "VALIDATION_ERROR", "from"),
+        ("other org", "VALIDATION_ERROR", "from"),
+        ("a dataset", "VALIDATION_ERROR", "from"),
+        ("pending", "VALIDATION_ERROR", "from"),
+        ("another base", "INCOMPATIBLE_ADAPTERS", "base_model"),
+        ("another rank", "INCOMPATIBLE_ADAPTERS", "adaptation.rank"),
+        ("full", "VALIDATION_ERROR", "from"),
+        ("no dataset", "VALIDATION_ERROR", "dataset.uri"),
+    ],
+)
+def test_a_from_that_is_no_adapter_of_the_jobs_lora_is_refused(
+    store: Store, from_service: tuple[JobService, _Objects], case: str, reason: str, field: str
+) -> None:
+    from services.core import errors
+
+    service, objects = from_service
+    body: dict[str, object] = {**FIXTURE}
+    if case == "unknown":
+        sha = "ab" * 32
+    elif case == "other org":
+        sha = _store_adapter(store, objects, "globex")
+    elif case == "a dataset":
+        sha = _store_adapter(store, objects, "acme", kind="dataset")
+    elif case == "pending":
+        sha = _store_adapter(store, objects, "acme", status="pending")
+    elif case == "another base":
+        sha = _store_adapter(store, objects, "acme", base="another-base")
+    else:
+        sha = _store_adapter(store, objects, "acme", rank=16 if case == "another rank" else 8)
+    body["from"] = sha
+    if case == "another rank":
+        body["adaptation"] = {"rank": 8}
+    if case == "full":
+        body["adaptation"] = {"mode": "full"}
+    if case == "no dataset":
+        del body["dataset"]
+    with pytest.raises(errors.DomainError) as caught:
+        service.create(ACME, body, job_pb2.Job())
+    assert (caught.value.reason, caught.value.metadata.get("field")) == (reason, field)
+    assert sha not in str(caught.value) and sha not in str(caught.value.metadata)

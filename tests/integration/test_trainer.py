@@ -292,3 +292,66 @@ def test_a_hugging_face_base_on_local_disk_trains_with_lora(tmp_path: Path) -> N
     }
     base = AutoModelForCausalLM.from_pretrained(str(models / "tiny-llama"))
     probe_matches(PeftModel.from_pretrained(base, str(output)), output)
+
+
+def _adapter_trained_on_the_fixture(directory: Path, steps: int = 40) -> Path:
+    """An adapter as a training client saves it, trained on the fixture's chats the way
+    the trainer encodes them (assistant tokens only), then packed and unpacked as an
+    executor downloads it."""
+    import io
+
+    from executor.engine import Engine
+    from trainyard import packing
+    from trainyard.training.datasets import fixture_rows
+
+    engine = Engine("fixture-tiny-llm", {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}, seed=0)  # fmt: skip
+    data = []
+    for row in fixture_rows()[:32]:
+        e = fixture.encode(row.messages, loss_mask="assistant_only", max_seq_length=128)
+        data.append(
+            {
+                "model_input": {"tokens": e.input_ids},
+                "loss_fn_inputs": {
+                    "target_tokens": [max(t, 0) for t in e.labels],
+                    "weights": [1.0 if t != fixture.IGNORE else 0.0 for t in e.labels],
+                },
+            }
+        )
+    for step in range(steps):
+        batch = data[(step * 8) % 32 :][:8]
+        engine.forward_backward({"data": batch, "loss_fn": "cross_entropy"})
+        engine.optim_step({"adam_params": {"learning_rate": 1e-2}})
+    saved = directory / "saved"
+    engine.save_weights({"name": "a"}, saved)
+    unpacked = directory / "adapter"
+    packing.unpack(io.BytesIO(packing.pack_bytes(saved)), unpacked)
+    return unpacked
+
+
+def test_a_lora_run_from_an_adapter_starts_at_the_adapters_loss(tmp_path: Path) -> None:
+    adapter = _adapter_trained_on_the_fixture(tmp_path)
+    spec = {
+        "adaptation": {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]},
+        "hyperparameters": {"max_steps": 2},
+        "output": {"kind": "lora"},
+    }
+    fresh = series(events_of(start(task_dir(tmp_path, "fresh", spec))), "loss")
+    work = task_dir(tmp_path, "from", spec, init_adapter_dir=str(adapter))
+    events = events_of(start(work))
+    started = series(events, "loss")
+    assert sorted(started) == sorted(fresh) == [1, 2]
+    # A fresh LoRA starts as its base (its B is zero); this one as the adapter.
+    assert started[1] < fresh[1] - 0.5
+    assert any(e["type"] == "log" and "adapter" in e["line"] for e in events)
+    # What it wrote is the adapter it continued: it loads into the same peft shape.
+    written = load_file(str(work / "output" / "adapter_model.safetensors"))
+    assert set(written) == set(load_file(str(adapter / "adapter_model.safetensors")))
+
+
+def test_an_adapter_of_another_shape_fails_the_run(tmp_path: Path) -> None:
+    adapter = _adapter_trained_on_the_fixture(tmp_path, steps=1)
+    spec = {"adaptation": {"mode": "lora", "rank": 4}, "hyperparameters": {"max_steps": 1}}
+    work = task_dir(tmp_path, "wrong", spec, init_adapter_dir=str(adapter))
+    proc = start(work)
+    proc.communicate(timeout=600)
+    assert proc.returncode != 0

@@ -375,3 +375,41 @@ def test_each_table_names_every_state_and_ended_states_allow_nothing(moves, ende
     assert all(targets <= named for targets in moves.values())
     assert all(not moves[state] for state in ended)
     assert all(moves[state] for state in named - ended)  # every other state can move on
+
+
+# -- from -----------------------------------------------------------------------------------
+
+ADAPTER = "c0" * 32
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**FIXTURE, "from": "not-a-sha256"}, "from"),
+        ({**FIXTURE, "from": ADAPTER.upper()}, "from"),
+        ({"base_model": "fixture-tiny-llm", "from": ADAPTER}, "dataset.uri"),
+        ({**FIXTURE, "from": ADAPTER, "adaptation": {"mode": "full"}}, "from"),
+        ({**FIXTURE, "from": ADAPTER, "adaptation": {"mode": "qlora"}}, "from"),
+    ],
+)
+def test_a_from_outside_what_runs_is_refused_naming_its_field(body: dict, field: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(errors.DomainError) as caught:
+        spec.validate(parse_json_job(body), Catalog())
+    assert (caught.value.reason, caught.value.metadata["field"]) == ("VALIDATION_ERROR", field)
+    assert (
+        "not-a-sha256" not in caught.value.message and ADAPTER.upper() not in caught.value.message
+    )
+
+
+def test_a_from_is_checked_against_its_adapter_after_the_agreement_and_before_support() -> None:
+    seen: list[str] = []
+    body = {**FIXTURE, "from": ADAPTER, "output": {"kind": "merged"}}
+    with pytest.raises(errors.DomainError) as caught:
+        spec.validate(parse_json_job(body), Catalog(), lambda job: seen.append(spec.origin(job)))
+    assert seen == [ADAPTER] and caught.value.reason == "UNSUPPORTED_OUTPUT"
+
+
+def test_a_job_from_an_adapter_is_lora_by_default() -> None:
+    request = parse_json_job({**FIXTURE, "from": ADAPTER})
+    job = spec.expand(request, spec.validate(request, Catalog()))
+    assert job.adaptation.mode == "lora" and spec.origin(job) == ADAPTER

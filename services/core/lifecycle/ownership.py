@@ -85,6 +85,7 @@ def tombstone(session: Session, job: JobRow) -> None:
     dataset = job.dataset_sha256
     job.spec = None
     job.spec_sha256 = job.dataset_sha256 = job.reads_sha256 = job.requested_by = ""
+    job.from_sha256 = ""
     job.plan = {}
     job.preparation = job.progress = job.evaluation = job.outcome = job.result = None
     job.model_available = False
