@@ -245,7 +245,14 @@ class TaskRunner:
             ended = self._handle(line) or ended
         code = self._process.wait()
         if not ended and not self.lost:
-            self._add(events.Status("failed", "trainer_failed" if code else "trainer_no_result"))
+            if self._cancelled:
+                # Asked to stop before it could say how it ended (a SIGTERM that came
+                # before the trainer set its handler ends it at once): it was cancelled.
+                self._add(events.Status("cancelled"))
+            else:
+                self._add(
+                    events.Status("failed", "trainer_failed" if code else "trainer_no_result")
+                )
 
     def _patiently(self, what: str, work: Callable[[], T], failure: str) -> T:
         """Run a transfer until it succeeds, retrying what may pass (with backoff, up to

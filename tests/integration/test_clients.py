@@ -4,6 +4,7 @@ once, and a restarted executor that no longer names its client losing it at once
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -60,6 +61,25 @@ def test_no_engine_is_training_unavailable_and_the_limits_are_engine_full(
     with pytest.raises(errors.DomainError) as caught:
         create(claims)
     assert caught.value.reason == "ENGINE_FULL"
+
+
+def test_the_org_limit_and_the_engine_limit_each_name_themselves(
+    config: Config, store: Store
+) -> None:
+    claims = ClaimService(store, dataclasses.replace(config, train_clients=1))
+    engine(claims)
+    create(claims)
+    with pytest.raises(errors.DomainError) as caught:
+        create(claims)
+    assert (caught.value.reason, caught.value.metadata["limit"]) == ("ENGINE_FULL", "TRAIN_CLIENTS")
+    # Another org still finds room on the engine, until the engine holds its two.
+    other = Principal(key_id="key_op2", org="globex", role="operator")
+    request = client_service_pb2.CreateTrainingClientRequest(base_model="fixture-tiny-llm")
+    claims.clients.create(other, request)
+    third = Principal(key_id="key_op3", org="initech", role="operator")
+    with pytest.raises(errors.DomainError) as caught:
+        claims.clients.create(third, request)
+    assert caught.value.metadata["limit"] == "TRAIN_ENGINE_CLIENTS"
 
 
 def test_calls_reach_the_engine_in_order_once_and_are_charged_once(

@@ -3,6 +3,7 @@ with a code the user can act on. The services are fakes here: pure logic only.""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import grpc
@@ -125,3 +126,22 @@ def test_a_store_down_past_the_patience_fails_the_task(tmp_path: Path) -> None:
     with pytest.raises(TaskFailed) as failed:
         runner(tmp_path, register, patience=0.1)._upload(output(tmp_path), "lora", "m", 1)
     assert failed.value.code == "artifact_upload_failed"
+
+
+def test_a_trainer_stopped_by_a_cancel_before_it_could_answer_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    assignment = claim_service_pb2.Assignment(
+        org="acme",
+        task=task_pb2.Task(id="tsk_0123456789abcdef", lease="trl_x"),
+        job=job_pb2.Job(id="job_0123456789abcdef"),
+    )
+    task = TaskRunner(assignment, tmp_path, "tests.unit.sleeping_trainer", lambda *_: None)
+    task.start()
+    deadline = time.monotonic() + 30
+    while task._process is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # SIGTERM before the trainer set its handler ends it at once, saying nothing.
+    task.cancel(grace=30)
+    assert task.finished.wait(30)
+    assert [(e.type, getattr(e, "status", "")) for e in task.unsent()] == [("status", "cancelled")]
