@@ -46,16 +46,29 @@ class _Commands(click.Group):
         return found
 
 
+# Exit codes, as `trainyard --help` lists them.
+REFUSED, JOB_UNSUCCESSFUL, UNREACHABLE = 1, 3, 4
+
+
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--url", envvar="TRAINYARD_URL", default=sdk.DEFAULT_URL, show_default=True, help="The gateway."
+    "--url",
+    envvar="TRAINYARD_URL",
+    default=sdk.DEFAULT_URL,
+    show_default=True,
+    help="The gateway; defaults to TRAINYARD_URL.",
 )
 @click.option(
     "--api-key", envvar="TRAINYARD_API_KEY", default="", help="Defaults to TRAINYARD_API_KEY."
 )
 @click.pass_context
 def main(ctx: click.Context, url: str, api_key: str) -> None:
-    """Trainyard: one endpoint for training."""
+    """Trainyard: one endpoint for training.
+
+    \b
+    Exit codes: 0 done; 1 refused (the error's code and detail are printed); 2 a usage
+    error; 3 a watched job ended failed, stopped or rejected; 4 no gateway answered.
+    """
     ctx.obj = {"url": url, "api_key": api_key}
 
 
@@ -66,8 +79,15 @@ def _client(ctx: click.Context) -> Iterator[sdk.Client]:
     try:
         yield client
     except sdk.TrainyardError as exc:
+        if not exc.answered:
+            click.echo(
+                f"error: no gateway answered at {ctx.obj['url']}; `make up` starts the stack "
+                "(or set --url / TRAINYARD_URL to where it runs)",
+                err=True,
+            )
+            sys.exit(UNREACHABLE)
         click.echo(f"error: {exc.reason}: {exc.message}", err=True)
-        sys.exit(1)
+        sys.exit(REFUSED)
     finally:
         client.close()
 
@@ -148,11 +168,12 @@ def jobs_create(
             if not yes and not click.confirm("Create it?", err=True):
                 raise click.Abort()
         job = client.create_job(spec)
-        if then_watch:
-            click.echo(f"created {job.id} (number {job.number})", err=True)
-            watch.watch(client.watch_job(job.id))
-        else:
+        if not then_watch:
             _print(job)
+            return
+        click.echo(f"created {job.id} (number {job.number})", err=True)
+        last = watch.watch(client.watch_job(job.id))
+    _exit_for(last)
 
 
 def _dollars(micro_cents: int) -> str:
@@ -308,8 +329,13 @@ def jobs_watch(ctx: click.Context, job_id: str) -> None:
     """Follow a job live until it ends."""
     with _client(ctx) as client:
         last = watch.watch(client.watch_job(job_id))
+    _exit_for(last)
+
+
+def _exit_for(last: Any) -> None:
+    """A watched job that ended unsuccessfully exits non-zero."""
     if last is not None and last.status in ("failed", "stopped", "rejected"):
-        sys.exit(3)
+        sys.exit(JOB_UNSUCCESSFUL)
 
 
 @jobs.command("events")

@@ -63,13 +63,21 @@ class TrainyardError(Exception):
     """An error answered by Trainyard: branch on `reason`, never on the message."""
 
     def __init__(
-        self, code: grpc.StatusCode, reason: str, message: str, metadata: Mapping[str, str]
+        self,
+        code: grpc.StatusCode,
+        reason: str,
+        message: str,
+        metadata: Mapping[str, str],
+        *,
+        answered: bool = True,
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
         self.metadata = dict(metadata)
+        # False when no Trainyard service answered (the gateway could not be reached).
+        self.answered = answered
 
     @classmethod
     def from_rpc(cls, exc: grpc.RpcError) -> TrainyardError:
@@ -81,7 +89,12 @@ class TrainyardError(Exception):
                 detail.Unpack(info)
                 reason, metadata = info.reason, dict(info.metadata)
         code = exc.code()  # type: ignore[attr-defined]
-        return cls(code, reason or code.name, exc.details() or "", metadata)  # type: ignore[attr-defined]
+        return cls(
+            code, reason or code.name, exc.details() or "", metadata,  # type: ignore[attr-defined]
+            answered=bool(reason)
+            or code != grpc.StatusCode.UNAVAILABLE
+            or "failed to connect" not in (exc.details() or ""),  # type: ignore[attr-defined]
+        )  # fmt: skip
 
 
 def _channel(url: str) -> grpc.Channel:

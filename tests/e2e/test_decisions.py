@@ -121,8 +121,10 @@ def test_a_decision_job_over_the_cli_prints_its_grades_and_verdict(
     spec.write_text(
         json.dumps({**BODY, "hyperparameters": {"max_steps": 30}, "protect": {"suites": ["topic"]}})
     )
-    done = stack.cli("jobs", "create", "-f", str(spec), "--yes", "--watch", key=key)
+    done = stack.cli("jobs", "create", "-f", str(spec), "--yes", "--watch", key=key, check=False)
     assert "verdict " in done.stdout
+    # A watched job that ends rejected exits 3, as `jobs watch` does; accepted, 0.
+    assert done.returncode == (3 if "verdict rejected" in done.stdout else 0), done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.split()}
     assert "target" in lines["queue"] and "protected" in lines["topic"]
 
