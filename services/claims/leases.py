@@ -87,6 +87,25 @@ def acting_on(
     return task
 
 
+def grant_output(
+    artifacts: ArtifactClient | None,
+    org: str,
+    producer: str,
+    request: claim_service_pb2.RegisterTaskArtifactRequest,
+) -> artifact_pb2.Grant:
+    """ArtifactService's upload grant for an output registered under a lease, named as
+    `producer`'s (the task's job, or a training client)."""
+    if artifacts is None:
+        raise errors.Unavailable()
+    return artifacts.grant(
+        org,
+        artifact_service_pb2.GrantJobArtifactRequest(
+            job_id=producer, task_id=request.task, kind=request.kind, name=request.name,
+            sha256=request.sha256, size=request.size, meta=dict(request.meta),
+        ),
+    )  # fmt: skip
+
+
 class Leases:
     def __init__(
         self,
@@ -311,15 +330,7 @@ class Leases:
         org, _ = store.retry(
             lambda: self._held_task(principal, request.id, request.task, request.lease)
         )
-        if self._artifacts is None:
-            raise errors.Unavailable()
-        return self._artifacts.grant(
-            org,
-            artifact_service_pb2.GrantJobArtifactRequest(
-                job_id=request.id, task_id=request.task, kind=request.kind, name=request.name,
-                sha256=request.sha256, size=request.size, meta=dict(request.meta),
-            ),
-        )  # fmt: skip
+        return grant_output(self._artifacts, org, request.id, request)
 
     def read_input(
         self, principal: Principal, request: claim_service_pb2.ReadTaskInputRequest

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry
 
+from services.claims.clients.engines import Engines
 from services.claims.clients.service import Clients
 from services.claims.leases import Leases
 from services.claims.offers import Offer
@@ -38,7 +39,8 @@ class ClaimService:
         self.leases = Leases(store, config, artifacts, catalog, clock)
         self.reports = Reports(store, self.leases, artifacts, clock, self.metrics)
         # Training clients are leased on the same executors and answer on their streams.
-        self.clients = Clients(store, config, catalog or Catalog(), artifacts, clock)
+        self.clients = Clients(store, config, catalog or Catalog(), clock)
+        self.engines = Engines(store, config, artifacts, clock)
 
     def hello(
         self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
@@ -49,13 +51,13 @@ class ClaimService:
         executor_id, resumed, lost = self.leases.hello(principal, offer, tasks)
         clients = [(c, lease) for c, lease in leases if is_client(c)]
         if clients or offer.clients:
-            kept, gone = self.clients.resume(principal, executor_id, offer.machine, clients)
+            kept, gone = self.engines.resume(principal, executor_id, offer.machine, clients)
             resumed, lost = [*resumed, *kept], [*lost, *gone]
         return executor_id, resumed, lost
 
     def goodbye(self, executor_id: str) -> None:
         self.leases.goodbye(executor_id)
-        self.clients.goodbye(executor_id)
+        self.engines.goodbye(executor_id)
 
     def claim(
         self, principal: Principal, offer: Offer, executor_id: str = ""
@@ -67,12 +69,13 @@ class ClaimService:
 
     def release(self, principal: Principal, task_id: str, token: str, reason: str = "") -> None:
         if is_client(task_id):
-            self.clients.release(principal, task_id, token, reason)
+            self.engines.release(principal, task_id, token, reason)
         else:
             self.leases.release(principal, task_id, token)
 
     def expire_leases(self) -> int:
-        lost = self.leases.expire()
+        """End every task and every training client whose lease lapsed."""
+        lost = self.leases.expire() + self.engines.expire()
         self.metrics.lease_expiries.inc(lost)
         return lost
 
@@ -87,7 +90,7 @@ class ClaimService:
         self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest
     ) -> artifact_pb2.Grant:
         if is_client(request.task):
-            return self.clients.grant(principal, request)
+            return self.engines.grant(principal, request)
         return self.leases.register_artifact(principal, request)
 
     def read_input(
@@ -104,7 +107,7 @@ class ClaimService:
         events: Sequence[task_pb2.TaskEvent],
     ) -> claim_service_pb2.ReportTaskResponse:
         if is_client(task_id):  # a client's heartbeat: it carries no events
-            return self.clients.renew(principal, task_id, token)
+            return self.engines.renew(principal, task_id, token)
         return self.reports.report(principal, job_id, task_id, token, events)
 
 

@@ -196,7 +196,7 @@ class ExecutorStream:
         """Apply an engine's answer, wake whoever waits on it, and send the next call."""
         self._sent.discard((result.client, result.seq))
         try:
-            applied = await asyncio.to_thread(self._service.clients.apply, self._principal, result)
+            applied = await asyncio.to_thread(self._service.engines.apply, self._principal, result)
         except errors.DomainError as exc:
             if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
                 self._clients.discard(result.client)
@@ -217,12 +217,12 @@ class ExecutorStream:
         """Push each held client's next call as it comes (woken by the call, else a
         poll), and tell the executor to free a client that was deleted or lost."""
         wake = self._signals.executor(self._executor_id)
-        clients = self._service.clients
+        engines = self._service.engines
         next_check = 0.0
         while True:
             wake.clear()
             try:
-                for op in await asyncio.to_thread(clients.due, self._executor_id, set(self._sent)):
+                for op in await asyncio.to_thread(engines.due, self._executor_id, set(self._sent)):
                     self._sent.add((op.client, op.seq))
                     self._clients.add(op.client)
                     message = claim_service_pb2.ClientOperation(
@@ -233,7 +233,7 @@ class ExecutorStream:
                 if self._clients and time.monotonic() >= next_check:
                     next_check = time.monotonic() + CLIENT_CHECK_SECONDS
                     for client_id, reason in await asyncio.to_thread(
-                        clients.ended_of, sorted(self._clients)
+                        engines.ended_of, sorted(self._clients)
                     ):
                         self._clients.discard(client_id)
                         cancel = claim_service_pb2.Cancel(task=client_id, reason=reason)

@@ -5,6 +5,7 @@ once, and a restarted executor that no longer names its client losing it at once
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 
 import pytest
@@ -46,7 +47,7 @@ def answer(claims: ClaimService, client: str, lease: str, seq: int, output: dict
     result = claim_service_pb2.OperationResult(
         client=client, lease=lease, seq=seq, ok=True, output=json.dumps(output), seconds=2.0
     )
-    claims.clients.apply(PLATFORM, result)
+    claims.engines.apply(PLATFORM, result)
 
 
 def test_no_engine_is_training_unavailable_and_the_limits_are_engine_full(
@@ -95,12 +96,12 @@ def test_calls_reach_the_engine_in_order_once_and_are_charged_once(
         claims.clients.call(MEMBER, client, 1, "optim_step", {})
     assert caught.value.reason == "IDEMPOTENCY_KEY_REUSED"
     sent: set[tuple[str, int]] = set()
-    [create_op] = claims.clients.due(executor_id, sent)
+    [create_op] = claims.engines.due(executor_id, sent)
     assert (create_op.kind, create_op.seq) == ("create", 0) and create_op.lease
     sent.add((client, 0))
-    assert claims.clients.due(executor_id, sent) == []
+    assert claims.engines.due(executor_id, sent) == []
     answer(claims, client, create_op.lease, 0, {})
-    [call] = claims.clients.due(executor_id, sent)
+    [call] = claims.engines.due(executor_id, sent)
     assert (call.seq, call.kind, call.input) == (1, "forward_backward", FB)
     output = {"loss": 2.5, "loss_fn_outputs": [{"logprobs": [-1.0]}], "metrics": {"tokens": 1.0}}
     answer(claims, client, create_op.lease, 1, output)
@@ -124,7 +125,7 @@ def test_a_restarted_executor_that_does_not_name_its_client_loses_it(
 ) -> None:
     executor_id, offer = engine(claims)
     client = create(claims)
-    [create_op] = claims.clients.due(executor_id, set())
+    [create_op] = claims.engines.due(executor_id, set())
     answer(claims, client, create_op.lease, 0, {})
     pending, _, _ = claims.clients.call(MEMBER, client, 0, "optim_step", {})
     # The same executor reconnecting with its lease goes on with the client.
@@ -138,3 +139,20 @@ def test_a_restarted_executor_that_does_not_name_its_client_loses_it(
     with pytest.raises(errors.DomainError) as caught:
         claims.clients.call(MEMBER, client, 0, "optim_step", {})
     assert caught.value.reason == "CLIENT_GONE"
+
+
+def test_a_client_whose_lease_lapses_is_lost_by_the_sweep(config: Config, store: Store) -> None:
+    now = [dt.datetime(2026, 12, 1, tzinfo=dt.UTC)]
+    claims = ClaimService(store, config, clock=lambda: now[0])
+    executor_id, _ = engine(claims)
+    client = create(claims)
+    [create_op] = claims.engines.due(executor_id, set())
+    answer(claims, client, create_op.lease, 0, {})
+    # Its stream closed: the client outlives it a while, in case the executor comes back.
+    claims.goodbye(executor_id)
+    now[0] += dt.timedelta(seconds=10)
+    assert claims.expire_leases() == 0
+    now[0] += dt.timedelta(seconds=30)
+    assert claims.expire_leases() == 1
+    read = claims.clients.client(MEMBER, client)
+    assert (read.status, read.reason) == ("lost", "executor_lost")

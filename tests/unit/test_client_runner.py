@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from google.protobuf import json_format
-from grpc_status import rpc_status
 
 from executor import agent as agent_module
 from executor.clients import ClientRunner
 from services.core import errors
+from tests.unit.test_runner import Refusal
 from trainyard import packing
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2
@@ -57,23 +56,6 @@ for line in sys.stdin:
         output = {"echo": op["input"]}
     print(json.dumps({"seq": op["seq"], "ok": True, "output": output, "seconds": 0.5}), flush=True)
 """
-
-
-class Refusal(grpc.RpcError, grpc.Call):  # type: ignore[misc]
-    def __init__(self, error: errors.DomainError) -> None:
-        self._status = rpc_status.to_status(error.to_status())
-
-    def code(self) -> grpc.StatusCode:
-        return self._status.code
-
-    def details(self) -> str:
-        return self._status.details
-
-    def trailing_metadata(self):  # type: ignore[no-untyped-def]
-        return self._status.trailing_metadata
-
-    def initial_metadata(self):  # type: ignore[no-untyped-def]
-        return ()
 
 
 class Harness:

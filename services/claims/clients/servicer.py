@@ -12,7 +12,8 @@ from typing import Any, TypeAlias
 import grpc
 
 from services.claims.clients import requests
-from services.claims.clients.service import Clients, error_of
+from services.claims.clients.service import Clients
+from services.claims.clients.view import error_of
 from services.core import context, errors
 from services.core.pagetoken import PageTokens, page_size
 from services.core.rpc import REST_STATUS
