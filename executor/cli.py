@@ -12,6 +12,8 @@ import click
 
 from executor.agent import Agent, AgentConfig
 from trainyard import logs
+from trainyard.exposition import metrics_port_file
+from trainyard.ports import publish_port
 from trainyard.training.catalog import Catalog
 
 
@@ -64,9 +66,10 @@ def executor(
     if machine:
         config.machine = machine
     agent = Agent(config)
-    # The supervisor names a loopback port; an executor started by hand serves none.
+    # The supervisor asks for metrics on loopback; an executor started by hand serves none.
     if port := os.environ.get("TRAINYARD_METRICS_PORT", "").strip():
-        agent.metrics.serve(int(port))
+        exporter = agent.metrics.serve(int(port))
+        publish_port(metrics_port_file(home / "run", "executor"), exporter.port)
     signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     logging.getLogger(__name__).info("executor %s connecting to %s", config.machine, config.url)
     try:

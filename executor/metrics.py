@@ -6,7 +6,9 @@ carries no time of its own, and an acknowledgement comes once the event is durab
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from trainyard.exposition import Exporter
 
 # Reports go out about once a second; a report refused or a stream broken waits longer.
 LAG_BUCKETS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -42,6 +44,6 @@ class ExecutorMetrics:
             registry=self.registry,
         )
 
-    def serve(self, port: int) -> None:
+    def serve(self, port: int) -> Exporter:
         """Serve the metrics on loopback for the life of the process."""
-        start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        return Exporter(self.registry, port)

@@ -17,13 +17,13 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from executor.protocol import emit, emit_end, evaluation_block
+from trainyard.ports import free_port
 from trainyard.training.catalog import DECIDER_BASE
 
 
@@ -136,18 +136,12 @@ def my_share(batch: list[int], plan: Plan) -> list[list[int]]:
 # -- the run -----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
 def init_distributed(plan: Plan) -> None:
     import torch.distributed as dist
 
     if plan.rank == 0:
         host = os.environ.get("TRAINYARD_COORDINATOR_HOST", "127.0.0.1")
-        port = free_port()
+        port = free_port("")  # the other ranks connect from their machines
         if plan.world > 1:
             emit(type="coordinator", addr=f"{host}:{port}")
     else:

@@ -14,8 +14,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.procs import Child, Output, free_port
+from infra.procs import Child, Output
 from services.artifacts.objects import s3_client
+from trainyard.ports import free_port
 
 
 def weed_binary() -> str:

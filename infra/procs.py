@@ -5,20 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (for programs that cannot bind port 0 themselves)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class Output:

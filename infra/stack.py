@@ -35,10 +35,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.render import SERVICES, render
 from infra.objectstore import SeaweedFS
-from infra.procs import Child, Output, free_port
+from infra.procs import Child, Output
 from services.core import auth
 from services.core.config import Config
 from services.core.store import open_store
+from trainyard.exposition import metrics_port_file, metrics_url
+from trainyard.ports import free_port
 
 START_TIMEOUT = 60.0
 # How often the supervisor looks at its children.
@@ -179,7 +181,6 @@ class Stack:
         s3_endpoint = cfg.s3_endpoint or self.objectstore.endpoint
         metrics = {"seaweedfs": self.objectstore.metrics_url}
         self._wait_objectstore()
-        self._metrics_ports = {name: free_port() for name in (*SERVICES, "executor")}
 
         env = dict(os.environ)
         env.update(
@@ -198,11 +199,10 @@ class Stack:
         for name, full in SERVICES.items():
             port_file = cfg.run_dir / f"{name}.port"
             port_file.unlink(missing_ok=True)
-            argv = [sys.executable, "-m", f"services.{name}"]
-            child = Child(name, argv, out=self.out, env=self._metrics_env(env, name))
+            child = self._spawn(name, [sys.executable, "-m", f"services.{name}"], env)
             self.children.append(child)
             ports[name] = self._wait_service(child, port_file, full)
-            metrics[name] = _metrics_url(self._metrics_ports[name])
+            metrics[name] = self._wait_metrics(child)
 
         admin_port = free_port()
         config_path = cfg.run_dir / "envoy.yaml"
@@ -227,8 +227,9 @@ class Stack:
         metrics["envoy"] = f"http://127.0.0.1:{admin_port}/stats/prometheus"
         self._env, self._ports = env, ports
         if cfg.local_executor:
-            self.children.append(self._executor(gateway_url, service_key))
-            metrics["executor"] = _metrics_url(self._metrics_ports["executor"])
+            executor = self._executor(gateway_url, service_key)
+            self.children.append(executor)
+            metrics["executor"] = self._wait_metrics(executor)
         self.endpoints = Endpoints(
             gateway_url, gateway_port, admin_port, s3_endpoint, ports, metrics=metrics
         )
@@ -252,7 +253,6 @@ class Stack:
     def _executor(self, gateway_url: str, key: str) -> Child:
         """One local executor, as the platform's: it runs the jobs that name no machine."""
         env = {**self._env, "TRAINYARD_URL": gateway_url, "TRAINYARD_API_KEY": key}
-        env = self._metrics_env(env, "executor")
         argv = [
             sys.executable,
             "-m",
@@ -265,7 +265,7 @@ class Stack:
             "--clients",
             "2",
         ]
-        return Child("executor", argv, out=self.out, env=env)
+        return self._spawn("executor", argv, env)
 
     def _restart(self, index: int) -> Child:
         """Start the exited child at `index` again, in its place, and wait until it is
@@ -278,6 +278,7 @@ class Stack:
         if name == "executor":
             child = self._executor(self.endpoints.gateway_url, self._env["TRAINYARD_SERVICE_KEY"])
             self.children[index] = child
+            self.endpoints.metrics[name] = self._wait_metrics(child)
         elif name == "envoy":
             child = self.children[index] = Child("envoy", self._envoy_argv, out=self.out)
             self._wait_gateway(child, self.endpoints.gateway_url)
@@ -287,14 +288,31 @@ class Stack:
             self._wait_objectstore()
         else:
             env = {**self._env, f"TRAINYARD_{name.upper()}_PORT": str(self._ports[name])}
-            env = self._metrics_env(env, name)
             argv = [sys.executable, "-m", f"services.{name}"]
-            child = self.children[index] = Child(name, argv, out=self.out, env=env)
+            child = self.children[index] = self._spawn(name, argv, env)
             self._wait_service(child, self.config.run_dir / f"{name}.port", SERVICES[name])
+            self.endpoints.metrics[name] = self._wait_metrics(child)
         return child
 
-    def _metrics_env(self, env: dict[str, str], name: str) -> dict[str, str]:
-        return {**env, "TRAINYARD_METRICS_PORT": str(self._metrics_ports[name])}
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        """Start a Python part that serves its metrics: on any port the first time (it
+        writes which), on the same one again after a restart."""
+        metrics_port_file(self.config.run_dir, name).unlink(missing_ok=True)
+        port = self._metrics_ports.get(name, 0)
+        return Child(name, argv, out=self.out, env={**env, "TRAINYARD_METRICS_PORT": str(port)})
+
+    def _wait_metrics(self, child: Child) -> str:
+        """The URL of `child`'s metrics, once it has written the port it serves them on."""
+        path = metrics_port_file(self.config.run_dir, child.name)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not child.alive:
+                raise StackError(f"{child.name} exited during start-up")
+            if path.exists() and (text := path.read_text().strip()):
+                self._metrics_ports[child.name] = int(text)
+                return metrics_url(int(text))
+            time.sleep(0.1)
+        raise StackError(f"{child.name} served no metrics within {START_TIMEOUT:.0f}s")
 
     def _wait_objectstore(self) -> None:
         assert self.objectstore is not None
@@ -424,10 +442,6 @@ class Stack:
                 self._write_info()
                 self.out.line("trainyard", f"{child.name} restarted (pid {started.pid})")
         return 0
-
-
-def _metrics_url(port: int) -> str:
-    return f"http://127.0.0.1:{port}/metrics"
 
 
 def _envoy_binary() -> str:

@@ -19,7 +19,7 @@ import httpx
 from google.protobuf.descriptor import ServiceDescriptor
 
 import trainyard
-from infra.procs import free_port
+from trainyard.ports import free_port
 
 BIN = Path(sys.executable).parent
 

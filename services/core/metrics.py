@@ -2,8 +2,9 @@
 
 Each process keeps its metrics on a registry of its own, built by its composition root
 and injected where they are counted: in-process tests build several services side by
-side, and the default global registry would refuse the second. The supervisor names a
-loopback port per process (`TRAINYARD_METRICS_PORT`); without one nothing is served.
+side, and the default global registry would refuse the second. The supervisor asks each
+process to serve them on loopback (`TRAINYARD_METRICS_PORT`, see `trainyard.exposition`);
+without it nothing is served.
 
 Gauges of what the database holds (jobs by state, device-seconds held, bytes stored) are
 collectors that read the store at scrape time, each in the one process that owns the
@@ -14,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Iterable, Iterator
-from wsgiref.simple_server import WSGIServer
 
 import grpc
 import sqlalchemy as sa
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -29,12 +28,12 @@ from services.core.money.tables import HoldRow
 from services.core.states import JobStatus
 from services.core.store import Store
 from services.core.tables import JobRow, ObjectRow
+from trainyard.exposition import Exporter
 
 log = logging.getLogger(__name__)
 
 # Metrics are served on loopback only: they name methods and counts, never a caller, but
 # they are an operator's view, not a public one.
-LOOPBACK = "127.0.0.1"
 
 
 def outcome(exc: BaseException | None) -> tuple[str, str]:
@@ -210,25 +209,6 @@ class StoredBytes(_StoreCollector):
         for status, size in totals.items():
             family.add_metric([status], size)
         yield family
-
-
-class Exporter:
-    """A registry served over HTTP on loopback, on a thread, until `close`."""
-
-    def __init__(self, registry: CollectorRegistry, port: int) -> None:
-        self._server: WSGIServer
-        self._thread: threading.Thread
-        self._server, self._thread = start_http_server(port, addr=LOOPBACK, registry=registry)
-        self.port = int(self._server.server_port)
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}/metrics"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
 
 
 class Metrics:

@@ -13,7 +13,6 @@ import pytest
 import sqlalchemy as sa
 from google.protobuf import json_format, struct_pb2
 
-from infra.procs import free_port
 from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
 from services.core import audit, auth, tables
@@ -23,6 +22,7 @@ from tests.integration.test_jobs import info_of, reason_of
 from tests.support import ServiceThread
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
+from trainyard.ports import free_port
 
 SUPPORTS = task_pb2.Supports(adaptations=["full", "lora"], outputs=["checkpoint", "lora"])
 

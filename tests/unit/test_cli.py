@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from infra.procs import free_port
+from trainyard.ports import free_port
 
 
 def test_an_unreachable_gateway_is_named_with_how_to_start_the_stack() -> None:
