@@ -168,6 +168,11 @@ class Leases:
     ) -> claim_service_pb2.ClaimTaskResponse | None:
         """Lease the oldest open task this executor may run, or None."""
         check_platform(principal, offer.platform)
+        with self._db.unit(write=False) as session:
+            if not store.any_open_task(
+                session, org=principal.org, machine=offer.machine, platform=offer.platform
+            ):
+                return None
         try:
             return store.retry(lambda: self._claim(principal, offer, executor_id))
         except errors.DomainError:

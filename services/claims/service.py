@@ -36,6 +36,7 @@ class ClaimService:
         metrics: ClaimMetrics | None = None,
     ) -> None:
         self.metrics = metrics or ClaimMetrics(CollectorRegistry())
+        self.wakeups = store.wakeups
         self.leases = Leases(store, config, artifacts, catalog, clock)
         self.reports = Reports(store, self.leases, artifacts, clock, self.metrics)
         # Training clients are leased on the same executors and answer on their streams.

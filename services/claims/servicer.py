@@ -24,8 +24,9 @@ MAX_WAIT_SECONDS = 25
 
 class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
     def __init__(
-        self, service: ClaimService, signals: Signals | None = None, poll_seconds: float = 0.2
+        self, service: ClaimService, signals: Signals | None = None, poll_seconds: float = 2.0
     ) -> None:
+        """`poll_seconds`: how often a waiting claim tries again when no wake-up came."""
         self._service = service
         self._signals = signals or Signals()
         self._poll = poll_seconds

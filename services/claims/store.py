@@ -84,12 +84,10 @@ def executor(session: Session, executor_id: str) -> ExecutorRow | None:
 # -- the work the service hands out ---------------------------------------------------------
 
 
-def claim_candidates(
-    session: Session, *, org: str, machine: str, platform: bool
-) -> Sequence[TaskRow]:
-    """The oldest open tasks of current attempts an executor may claim, locked (those
-    another claim holds are skipped): the platform's, the lead tasks no machine was named
-    for in any org; an org's machine's, its org's tasks named for it."""
+def _open_tasks(*, org: str, machine: str, platform: bool) -> sa.Select[tuple[TaskRow]]:
+    """The open tasks of current attempts an executor may claim: the platform's, the lead
+    tasks no machine was named for in any org; an org's machine's, its org's tasks named
+    for it."""
     query = (
         sa.select(TaskRow)
         .join(JobRow, JobRow.id == TaskRow.job_id)
@@ -98,14 +96,30 @@ def claim_candidates(
             TaskRow.attempt_number == JobRow.attempt_count,
             JobRow.status.in_(CLAIMABLE),
         )
+    )
+    if platform:
+        return query.where(TaskRow.machine == "", TaskRow.role == "lead")
+    return query.where(TaskRow.org == org, TaskRow.machine == machine)
+
+
+def any_open_task(session: Session, *, org: str, machine: str, platform: bool) -> bool:
+    """Whether a claim could find work: read without a lock, so the executors a wake-up
+    woke that have nothing to claim never queue for the write lock."""
+    query = _open_tasks(org=org, machine=machine, platform=platform).limit(1)
+    return session.scalar(sa.select(query.exists())) or False
+
+
+def claim_candidates(
+    session: Session, *, org: str, machine: str, platform: bool
+) -> Sequence[TaskRow]:
+    """The oldest open tasks an executor may claim, locked (those another claim holds
+    are skipped)."""
+    query = (
+        _open_tasks(org=org, machine=machine, platform=platform)
         .order_by(TaskRow.create_time, TaskRow.position)
         .limit(32)
         .with_for_update(skip_locked=True, of=TaskRow)
     )
-    if platform:
-        query = query.where(TaskRow.machine == "", TaskRow.role == "lead")
-    else:
-        query = query.where(TaskRow.org == org, TaskRow.machine == machine)
     return session.scalars(query).all()
 
 

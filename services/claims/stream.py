@@ -20,28 +20,30 @@ from services.claims.service import ClaimService, is_client
 from services.core import errors
 from services.core.auth import Principal
 from services.core.states import TERMINAL
+from services.core.wakeups import TASKS, woken
 from trainyard.claim.v1 import claim_service_pb2
 
 log = logging.getLogger(__name__)
 # How long a cancelled task's trainer has to save what it trained before it is killed.
 CANCEL_GRACE_SECONDS = 60
-# How often a busy executor's tasks are checked for cancels: not every tick, since the
-# poll would take CPU from the training beside it.
-CANCEL_CHECK_SECONDS = 1.0
 
 
 async def poll_claim(
     service: ClaimService, principal: Principal, offer: Offer, wait: float, poll: float
 ) -> claim_service_pb2.ClaimTaskResponse:
-    """A task leased within `wait` seconds, or the empty answer."""
+    """A task leased within `wait` seconds, or the empty answer: tried again on each
+    wake-up (work became claimable), else every `poll` seconds."""
     deadline = time.monotonic() + wait
-    while True:
-        found = await asyncio.to_thread(service.claim, principal, offer)
-        if found is not None:
-            return found
-        if time.monotonic() >= deadline:
-            return claim_service_pb2.ClaimTaskResponse()
-        await asyncio.sleep(poll)
+    with service.wakeups.watching(TASKS) as event:
+        while True:
+            event.clear()
+            found = await asyncio.to_thread(service.claim, principal, offer)
+            if found is not None:
+                return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return claim_service_pb2.ClaimTaskResponse()
+            await woken(event, min(left, poll))
 
 
 # How often a stream holding clients checks whether one was deleted or lost.
@@ -62,7 +64,8 @@ class ExecutorStream:
         self._executor_id, self._slots, self._poll = executor_id, slots, poll
         self._held = {t for t in held if not is_client(t)}
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
-        self._next_cancel_check = 0.0
+        # Set to claim and check cancels again: by a wake-up, or a slot freed here.
+        self._woken = asyncio.Event()
         self._signals = signals
         # The clients this stream serves, and the operations it sent that are not answered.
         self._clients = {t for t in held if is_client(t)}
@@ -130,7 +133,7 @@ class ExecutorStream:
                             message.release.lease,
                             message.release.reason,
                         )
-                    self._held.discard(message.release.task)
+                    self._freed(message.release.task)
                     self._clients.discard(message.release.task)
                 elif kind == "result":
                     await self._result(message.result)
@@ -154,12 +157,12 @@ class ExecutorStream:
             )
         except errors.DomainError as exc:
             if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
-                self._held.discard(report.task)
+                self._freed(report.task)
             return claim_service_pb2.ConnectResponse(
                 ack=claim_service_pb2.Ack(task=report.task, reason=exc.reason)
             )
         if answer.status in TERMINAL:
-            self._held.discard(report.task)
+            self._freed(report.task)
         return claim_service_pb2.ConnectResponse(
             ack=claim_service_pb2.Ack(
                 task=report.task,
@@ -246,35 +249,41 @@ class ExecutorStream:
                 await asyncio.wait_for(wake.wait(), CLIENT_CHECK_SECONDS)
 
     async def _claim(self) -> None:
-        while True:
-            try:
-                if len(self._held) < self._slots:
-                    found = await asyncio.to_thread(
-                        self._service.claim, self._principal, self._offer, self._executor_id
-                    )
-                    if found is not None:
-                        self._held.add(found.task.id)
-                        await self._out.put(
-                            claim_service_pb2.ConnectResponse(
-                                assignment=claim_service_pb2.Assignment(
-                                    org=found.org, task=found.task, job=found.job
-                                )
-                            )
-                        )
-                        continue
-                if self._held and time.monotonic() < self._next_cancel_check:
-                    await asyncio.sleep(self._poll)
-                    continue
-                self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
-                for task_id, reason in await asyncio.to_thread(
-                    self._service.cancels_due, self._executor_id
-                ):
-                    cancel = claim_service_pb2.Cancel(
-                        task=task_id, grace=CANCEL_GRACE_SECONDS, reason=reason
-                    )
-                    await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
-            except errors.DomainError as exc:
-                log.warning("claim refused: %s", exc.reason)
-            except Exception:
-                log.exception("claim pass failed")
-            await asyncio.sleep(self._poll)
+        """Lease tasks while slots are free and push cancels, each time work became
+        claimable or a job wants its tasks stopped (whichever process committed it), or a
+        slot freed here; else every `poll` seconds, the safety net for a wake-up lost."""
+        with self._service.wakeups.watching(TASKS, event=self._woken):
+            while True:
+                self._woken.clear()
+                try:
+                    await self._claim_pass()
+                except errors.DomainError as exc:
+                    log.warning("claim refused: %s", exc.reason)
+                except Exception:
+                    log.exception("claim pass failed")
+                await woken(self._woken, self._poll)
+
+    async def _claim_pass(self) -> None:
+        while len(self._held) < self._slots:
+            found = await asyncio.to_thread(
+                self._service.claim, self._principal, self._offer, self._executor_id
+            )
+            if found is None:
+                break
+            self._held.add(found.task.id)
+            assignment = claim_service_pb2.Assignment(org=found.org, task=found.task, job=found.job)
+            await self._out.put(claim_service_pb2.ConnectResponse(assignment=assignment))
+        if not self._held:
+            return
+        for task_id, reason in await asyncio.to_thread(
+            self._service.cancels_due, self._executor_id
+        ):
+            cancel = claim_service_pb2.Cancel(
+                task=task_id, grace=CANCEL_GRACE_SECONDS, reason=reason
+            )
+            await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
+
+    def _freed(self, task_id: str) -> None:
+        if task_id in self._held:
+            self._held.discard(task_id)
+            self._woken.set()

@@ -9,10 +9,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import signal
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,6 +22,8 @@ from services.core.config import Config
 from services.core.metrics import Metrics
 from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Store, open_store
+from trainyard.exposition import metrics_port_file
+from trainyard.ports import publish_port
 
 log = logging.getLogger(__name__)
 
@@ -143,15 +143,6 @@ def build(
     )
 
 
-def _publish_port(run_dir: Path, name: str, port: int) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / f"{name}.port"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(str(port))
-    os.replace(tmp, path)
-    return path
-
-
 async def _serve(config: Config, build_service: Callable[[Config], Service]) -> None:
     # The aio server binds to the running loop, so it is built inside it.
     service = build_service(config)
@@ -162,10 +153,13 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
     exporter = None
     if config.metrics_port is not None:
         exporter = service.metrics.serve(config.metrics_port)
+        publish_port(metrics_port_file(config.run_dir, service.name), exporter.port)
         log.info("%s metrics on %s", service.name, exporter.url)
+    # Wake-ups from and to the other processes on the same database.
+    service.store.wakeups.connect(config.database_url, config.run_dir)
     try:
         await service.start()
-        port_file = _publish_port(config.run_dir, service.name, service.port)
+        port_file = publish_port(config.run_dir / f"{service.name}.port", service.port)
         log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
         await stopping.wait()
         log.info("%s draining", service.name)
@@ -173,6 +167,7 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
         await service.stop()
         log.info("%s stopped", service.name)
     finally:
+        service.store.wakeups.close()
         if exporter is not None:
             exporter.close()
 

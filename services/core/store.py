@@ -24,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors
+from services.core.wakeups import Wakeups, marked
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,6 +111,7 @@ class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self.wakeups = Wakeups()
 
     @property
     def dialect(self) -> str:
@@ -123,6 +125,7 @@ class Store:
                 yield session
                 if write:
                     session.commit()
+                    self.wakeups.publish(marked(session))
                 else:
                     session.rollback()
             except BaseException:

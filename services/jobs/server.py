@@ -46,7 +46,7 @@ def build_server(
         service = JobService(store, catalog, config, tokens, source, artifacts, artifacts)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
-            JobServicer(service, catalog, kick), server
+            JobServicer(service, catalog, kick, store.wakeups), server
         )
 
     built = build(

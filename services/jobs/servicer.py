@@ -13,12 +13,14 @@ from google.protobuf import json_format
 
 from services.core import context, errors
 from services.core.states import TERMINAL
+from services.core.wakeups import Wakeups, job_topic, woken
 from services.jobs.service import JobService
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc, publication_pb2
 from trainyard.training.catalog import Catalog
 
 MAX_WAIT_SECONDS = 25
-POLL_SECONDS = 0.25
+# The safety net under the wake-ups: how often a waiter reads again when none came.
+POLL_SECONDS = 1.0
 
 Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
 
@@ -31,11 +33,17 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     """Methods not overridden here answer UNIMPLEMENTED in the standard error shape."""
 
     def __init__(
-        self, service: JobService, catalog: Catalog, kick: asyncio.Event | None = None
+        self,
+        service: JobService,
+        catalog: Catalog,
+        kick: asyncio.Event | None = None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         self._service = service
         self._catalog = catalog
         self._kick = kick or asyncio.Event()
+        # A job's record growing, in whichever process: the long polls and watches wake.
+        self._wakeups = wakeups or Wakeups()
 
     async def ListModels(
         self, request: job_service_pb2.ListModelsRequest, ctx: Ctx
@@ -153,17 +161,20 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             raise errors.ValidationError("wait", "must be between 0 and 25 seconds")
         principal = context.principal()
         deadline = time.monotonic() + request.wait
-        while True:
-            events, status = await asyncio.to_thread(
-                lambda: self._service.events(
-                    principal, request.id, after=request.after, size=request.page_size
+        with self._wakeups.watching(job_topic(request.id)) as grew:
+            while True:
+                grew.clear()
+                events, status = await asyncio.to_thread(
+                    lambda: self._service.events(
+                        principal, request.id, after=request.after, size=request.page_size
+                    )
                 )
-            )
-            # An ended job has nothing more to say (a retry moves it out of its end first):
-            # answer at once rather than hold the wait.
-            if events or status in TERMINAL or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(POLL_SECONDS)
+                # An ended job has nothing more to say (a retry moves it out of its end
+                # first): answer at once rather than hold the wait.
+                left = deadline - time.monotonic()
+                if events or status in TERMINAL or left <= 0:
+                    break
+                await woken(grew, min(left, POLL_SECONDS))
         return job_service_pb2.ListJobEventsResponse(
             events=events, next_after=events[-1].seq if events else request.after, status=status
         )
@@ -178,28 +189,30 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             job=await asyncio.to_thread(service.get, principal, request.id)
         )
         after, caught_up = request.after, False
-        while True:
-            events, _ = await asyncio.to_thread(
-                functools.partial(service.events, principal, request.id, after=after, size=500)
-            )
-            for event in events:
-                after = event.seq
-                yield job_service_pb2.WatchJobResponse(event=event)
-            now_version, status = await asyncio.to_thread(
-                service.job_version, principal, request.id
-            )
-            if not caught_up and len(events) < 500:
-                caught_up = True
-                yield job_service_pb2.WatchJobResponse(caught_up=True)
-            if now_version != version:
-                version = now_version
-                yield job_service_pb2.WatchJobResponse(
-                    job=await asyncio.to_thread(service.get, principal, request.id)
+        with self._wakeups.watching(job_topic(request.id)) as grew:
+            while True:
+                grew.clear()
+                events, _ = await asyncio.to_thread(
+                    functools.partial(service.events, principal, request.id, after=after, size=500)
                 )
-            if status in TERMINAL and not events:
-                return
-            if not events:
-                await asyncio.sleep(POLL_SECONDS)
+                for event in events:
+                    after = event.seq
+                    yield job_service_pb2.WatchJobResponse(event=event)
+                now_version, status = await asyncio.to_thread(
+                    service.job_version, principal, request.id
+                )
+                if not caught_up and len(events) < 500:
+                    caught_up = True
+                    yield job_service_pb2.WatchJobResponse(caught_up=True)
+                if now_version != version:
+                    version = now_version
+                    yield job_service_pb2.WatchJobResponse(
+                        job=await asyncio.to_thread(service.get, principal, request.id)
+                    )
+                if status in TERMINAL and not events:
+                    return
+                if not events:
+                    await woken(grew, POLL_SECONDS)
 
     async def ListJobMetrics(
         self, request: job_service_pb2.ListJobMetricsRequest, ctx: Ctx

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from services.core import audit, errors
 from services.core.money import windows
@@ -19,6 +19,7 @@ from services.core.states import (
     JOB_MOVES,
     PREPARATION_MOVES,
     RUN_FAILED,
+    STOPPING,
     STOPS,
     TASK_ENDED,
     TASK_MOVES,
@@ -31,6 +32,7 @@ from services.core.states import (
 )
 from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, TaskRow
+from services.core.wakeups import TASKS, job_topic, mark
 
 J, A, T, P = JobStatus, AttemptStatus, TaskStatus, PreparationStatus
 Failure = tuple[str, str, str]
@@ -59,6 +61,7 @@ def append_event(
     job.event_seq += 1
     now = utcnow()
     job.update_time = now
+    mark(session, job_topic(job.id))
     session.add(
         EventRow(
             job_id=job.id,
@@ -117,6 +120,8 @@ def move_job(
     if not check_move(JOB_MOVES, job.status, target):
         return False
     previous, job.status = job.status, target
+    if target in STOPPING:
+        mark(session, TASKS)  # its executors are told to stop
     now = utcnow()
     if (stamp := _STAMPS.get(target)) and getattr(job, stamp) is None:
         setattr(job, stamp, now)
@@ -177,6 +182,8 @@ def move_task(task: TaskRow, target: TaskStatus) -> bool:
     if not check_move(TASK_MOVES, task.status, target):
         return False
     task.status = target
+    if target == T.OPEN and (session := object_session(task)) is not None:
+        mark(session, TASKS)
     if target in TASK_ENDED:
         task.end_time = utcnow()
     return True

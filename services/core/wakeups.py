@@ -1,0 +1,258 @@
+"""Wake-ups: a commit that changed what someone waits on wakes them at once.
+
+A unit of work marks the topics it changed (`mark`: claimable tasks, a job's record);
+once it commits, `Store.unit` publishes them. Every waiter on a topic wakes: in this
+process by an event, in the other processes through a transport. On PostgreSQL that is
+`LISTEN/NOTIFY`, so replicas on other hosts hear it; on SQLite, whose processes share
+one machine, each process listens on a loopback UDP port named by a file in the run
+directory. The database stays the truth: a waiter re-reads after a wake-up, and a slow
+poll covers one that was lost (a listener reconnecting)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
+import sqlalchemy as sa
+from psycopg import sql
+from sqlalchemy.orm import Session
+
+log = logging.getLogger(__name__)
+
+# Work an executor may claim appeared, or a job wants its tasks stopped.
+TASKS = "tasks"
+_SEPARATOR = "\n"
+LISTEN_SECONDS = 5.0
+
+
+def job_topic(job_id: str) -> str:
+    """A job's record grew (an event, a move)."""
+    return f"job:{job_id}"
+
+
+def mark(session: Session, *topics: str) -> None:
+    """Publish `topics` once the session's transaction commits (never if it rolls back)."""
+    session.info.setdefault("wakeups", set()).update(topics)
+
+
+def marked(session: Session) -> set[str]:
+    return set(session.info.pop("wakeups", ()))
+
+
+Deliver = Callable[[Iterable[str]], None]
+
+
+class Transport(Protocol):
+    def send(self, topics: Iterable[str]) -> None: ...
+    def close(self) -> None: ...
+
+
+class Wakeups:
+    """The topics this process's waiters watch, and the transport to the others."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watching: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._transport: Transport | None = None
+
+    def connect(self, database_url: str, run_dir: Path) -> None:
+        """Hear, and be heard by, the other processes on the same database."""
+        if sa.engine.make_url(database_url).get_backend_name() == "postgresql":
+            self._transport = Notifications(database_url, self.deliver)
+        else:
+            self._transport = Datagrams(run_dir / "wakeups", self.deliver)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def publish(self, topics: Iterable[str]) -> None:
+        """After a commit, from any thread: wake every waiter on `topics`, everywhere."""
+        topics = set(topics)
+        if not topics:
+            return
+        self.deliver(topics)
+        if self._transport is not None:
+            try:
+                self._transport.send(topics)
+            except Exception:  # the waiters' poll covers it
+                log.warning("wake-up not sent", exc_info=True)
+
+    def deliver(self, topics: Iterable[str]) -> None:
+        with self._lock:
+            woken = {pair for topic in topics for pair in self._watching.get(topic, ())}
+        for loop, event in woken:
+            with contextlib.suppress(RuntimeError):  # its loop has closed
+                loop.call_soon_threadsafe(event.set)
+
+    @contextlib.contextmanager
+    def watching(self, *topics: str, event: asyncio.Event | None = None) -> Iterator[asyncio.Event]:
+        """An event (`event`, or a new one) set whenever one of `topics` is published while
+        the block runs. Clear it before reading, so a wake-up during the read is not lost."""
+        pair = (asyncio.get_running_loop(), event or asyncio.Event())
+        with self._lock:
+            for topic in topics:
+                self._watching.setdefault(topic, set()).add(pair)
+        try:
+            yield pair[1]
+        finally:
+            with self._lock:
+                for topic in topics:
+                    waiters = self._watching.get(topic)
+                    if waiters is not None:
+                        waiters.discard(pair)
+                        if not waiters:
+                            del self._watching[topic]
+
+
+async def woken(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` seconds pass; whether it was set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), max(timeout, 0.0))
+    return event.is_set()
+
+
+class Datagrams:
+    """Processes on one machine: each receives on a loopback UDP port written as a file
+    (`<port>`, holding its pid) in a shared directory; a sender sends to every other."""
+
+    RESCAN_SECONDS = 1.0
+
+    def __init__(self, directory: Path, deliver: Deliver) -> None:
+        self._directory = directory
+        self._deliver = deliver
+        directory.mkdir(parents=True, exist_ok=True)
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._port = int(self._socket.getsockname()[1])
+        self._file = directory / str(self._port)
+        self._file.write_text(str(os.getpid()))
+        self._sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._peers: list[int] = []
+        self._scanned = 0.0
+        self._closed = False
+        self._thread = threading.Thread(target=self._receive, name="wakeups", daemon=True)
+        self._thread.start()
+
+    def send(self, topics: Iterable[str]) -> None:
+        payload = _SEPARATOR.join(sorted(topics)).encode()
+        for port in self._ports():
+            with contextlib.suppress(OSError):
+                self._sender.sendto(payload, ("127.0.0.1", port))
+
+    def _ports(self) -> list[int]:
+        """The other processes' ports, read again at most once a second (a process
+        started since is heard within that); files of processes that died are removed."""
+        now = time.monotonic()
+        if now - self._scanned >= self.RESCAN_SECONDS:
+            peers = []
+            for path in self._directory.iterdir():
+                if not path.name.isdigit() or path == self._file:
+                    continue
+                if _alive(path):
+                    peers.append(int(path.name))
+                else:
+                    path.unlink(missing_ok=True)
+            self._peers, self._scanned = peers, now
+        return self._peers
+
+    def _receive(self) -> None:
+        while not self._closed:
+            try:
+                payload = self._socket.recv(65536)
+            except OSError:
+                return
+            if payload:
+                self._deliver(payload.decode(errors="replace").split(_SEPARATOR))
+
+    def close(self) -> None:
+        self._closed = True
+        self._file.unlink(missing_ok=True)
+        # A datagram to itself ends the blocking receive.
+        with contextlib.suppress(OSError):
+            self._sender.sendto(b"", ("127.0.0.1", self._port))
+        self._thread.join(2)
+        self._socket.close()
+        self._sender.close()
+
+
+def _alive(path: Path) -> bool:
+    try:
+        os.kill(int(path.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class Notifications:
+    """PostgreSQL's `LISTEN/NOTIFY`: heard by every replica on the database, on any host.
+    The channel is named after the schema the tables live in, since channels are the
+    database's: deployments on schemas of one database do not wake each other. The
+    listener reconnects after a failure; what it missed meanwhile, the polls find."""
+
+    def __init__(self, database_url: str, deliver: Deliver) -> None:
+        url = sa.engine.make_url(database_url).set(drivername="postgresql")
+        self._dsn = url.render_as_string(hide_password=False)
+        self._deliver = deliver
+        self._sending: psycopg.Connection[Any] | None = None
+        self._send_channel = ""
+        self._send_lock = threading.Lock()
+        self._closed = threading.Event()
+        self.listening = threading.Event()
+        self._thread = threading.Thread(target=self._listen, name="wakeups", daemon=True)
+        self._thread.start()
+        # What commits once this returns is heard; a database slow to answer, the polls cover.
+        self.listening.wait(LISTEN_SECONDS)
+
+    def send(self, topics: Iterable[str]) -> None:
+        payload = _SEPARATOR.join(sorted(topics))
+        with self._send_lock:
+            for _ in range(2):  # once more on a fresh connection if the kept one broke
+                if self._sending is None:
+                    self._sending = psycopg.connect(self._dsn, autocommit=True)
+                    self._send_channel = _channel(self._sending)
+                try:
+                    self._sending.execute("SELECT pg_notify(%s, %s)", (self._send_channel, payload))
+                    return
+                except psycopg.OperationalError:
+                    with contextlib.suppress(Exception):
+                        self._sending.close()
+                    self._sending = None
+
+    def _listen(self) -> None:
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self._dsn, autocommit=True) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(_channel(conn))))
+                    self.listening.set()
+                    while not self._closed.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self._deliver(note.payload.split(_SEPARATOR))
+            except psycopg.Error:
+                self.listening.clear()
+                log.warning("wake-up listener lost its connection; reconnecting")
+                self._closed.wait(1.0)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(3)
+        with self._send_lock:
+            if self._sending is not None:
+                with contextlib.suppress(Exception):
+                    self._sending.close()
+                self._sending = None
+
+
+def _channel(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SELECT current_schema()").fetchone()
+    return f"trainyard_wakeups_{row[0] if row else 'public'}"[:63]

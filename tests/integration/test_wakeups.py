@@ -1,0 +1,92 @@
+"""Wake-ups between processes: a committed unit of work wakes the waiters on the topics it
+marked, in another process (here: another transport on the same database and run
+directory), and a rolled-back one wakes no one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.core.store import Store, open_store
+from services.core.wakeups import Wakeups, mark
+
+
+@pytest.fixture
+def pair(database_url: str, tmp_path: Path) -> Iterator[tuple[Store, Wakeups]]:
+    """A store that publishes, and another process's wake-ups that hear it."""
+    writer = open_store(database_url)
+    writer.wakeups.connect(database_url, tmp_path / "run")
+    other = Wakeups()
+    other.connect(database_url, tmp_path / "run")
+    try:
+        yield writer, other
+    finally:
+        other.close()
+        writer.wakeups.close()
+        writer.dispose()
+
+
+def commit(store: Store, *topics: str, fail: bool = False) -> None:
+    """A unit of work that marks `topics`; rolled back when `fail`."""
+    refused = pytest.raises(RuntimeError) if fail else contextlib.nullcontext()
+    with refused, store.unit() as session:
+        mark(session, *topics)
+        if fail:
+            raise RuntimeError("rolled back")
+
+
+def test_a_commit_wakes_the_other_process_and_a_rollback_does_not(
+    pair: tuple[Store, Wakeups],
+) -> None:
+    writer, other = pair
+
+    async def scenario() -> None:
+        with other.watching("job:a") as a, other.watching("job:b") as b:
+            await asyncio.to_thread(commit, writer, "job:a", fail=True)
+            await asyncio.to_thread(commit, writer, "job:b")
+            await asyncio.wait_for(b.wait(), 10)
+            # Wake-ups arrive in commit order: had the rollback sent one, it came first.
+            assert not a.is_set()
+            await asyncio.to_thread(commit, writer, "job:a", "tasks")
+            await asyncio.wait_for(a.wait(), 10)
+
+    asyncio.run(scenario())
+
+
+def test_a_waiter_in_the_same_process_wakes_without_a_transport(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'local.db'}")
+
+    async def scenario() -> None:
+        with store.wakeups.watching("tasks") as tasks:
+            await asyncio.to_thread(commit, store, "tasks")
+            await asyncio.wait_for(tasks.wait(), 10)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        store.dispose()
+
+
+def test_a_dead_process_is_no_longer_sent_to(tmp_path: Path) -> None:
+    """The file a process that died left behind is removed by the next sender."""
+    run = tmp_path / "run"
+    (run / "wakeups").mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = run / "wakeups" / "1"
+    stale.write_text(gone.stdout.strip())
+    sender = Wakeups()
+    sender.connect(f"sqlite:///{tmp_path / 'x.db'}", run)
+    try:
+        sender.publish({"tasks"})
+        assert not stale.exists()
+        assert [p.name for p in (run / "wakeups").iterdir()] != []  # its own stays
+    finally:
+        sender.close()
+    assert list((run / "wakeups").iterdir()) == []
