@@ -151,6 +151,8 @@ class Reports:
         read back, and a finished run's provenance. Both are idempotent, so a retried
         report repeats them harmlessly. An output that does not read back is refused for
         good; anything that may pass later raises."""
+        if not any(isinstance(e, (Artifact, Result)) for e in events):
+            return Effects()  # metrics, logs, statuses: nothing to make first
         with self._db.unit(write=False) as session:
             task = acting_on(session, principal, job_id, task_id)
             if not holds(task, token, self._now()):
@@ -274,13 +276,12 @@ class Reports:
             for p in points
         }  # fmt: skip
         store.add_metric_points(session, self._db.dialect, list(rows.values()))
-        for point in points:
-            if job.event_seq >= MAX_JOB_EVENTS:
-                break
-            lifecycle.append_event(
-                session, job, "metric", attempt=attempt.attempt_number, name=point.name, step=point.step,
-                value=point.value,
-            )  # fmt: skip
+        room = max(MAX_JOB_EVENTS - job.event_seq, 0)
+        lifecycle.append_events(
+            session, job, "metric",
+            [{"name": p.name, "step": p.step, "value": p.value} for p in points[:room]],
+            attempt=attempt.attempt_number,
+        )  # fmt: skip
         if task.role != "lead":
             return
         progress = dict(job.progress or {})

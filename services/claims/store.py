@@ -155,4 +155,4 @@ def cancels_due(session: Session, executor_id: str) -> list[tuple[TaskRow, str]]
 def add_metric_points(session: Session, dialect: str, rows: Sequence[dict[str, Any]]) -> None:
     """Insert a run of series points in one statement; a point stored already is kept."""
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(MetricRow)
-    session.execute(insert.on_conflict_do_nothing(), list(rows))
+    session.connection().execute(insert.on_conflict_do_nothing(), list(rows))

@@ -70,6 +70,7 @@ class ExecutorStream:
         # The clients this stream serves, and the operations it sent that are not answered.
         self._clients = {t for t in held if is_client(t)}
         self._sent: set[tuple[str, int]] = set()
+        self._jobs: dict[str, str] = {}
 
     @classmethod
     async def open(
@@ -146,7 +147,7 @@ class ExecutorStream:
         self, report: claim_service_pb2.StreamReport
     ) -> claim_service_pb2.ConnectResponse:
         try:
-            job_id = await asyncio.to_thread(self._service.job_of, report.task)
+            job_id = await self._job_of(report.task)
             answer = await asyncio.to_thread(
                 self._service.report,
                 self._principal,
@@ -173,11 +174,17 @@ class ExecutorStream:
             )
         )
 
+    async def _job_of(self, task_id: str) -> str:
+        """The job of a task this executor reports on (a task never changes job)."""
+        if task_id not in self._jobs:
+            self._jobs[task_id] = await asyncio.to_thread(self._service.job_of, task_id)
+        return self._jobs[task_id]
+
     async def _grant(
         self, registration: claim_service_pb2.ArtifactRegistration
     ) -> claim_service_pb2.ConnectResponse:
         try:
-            job_id = await asyncio.to_thread(self._service.job_of, registration.task)
+            job_id = await self._job_of(registration.task)
             request = claim_service_pb2.RegisterTaskArtifactRequest(
                 id=job_id, task=registration.task, lease=registration.lease, kind=registration.kind,
                 name=registration.name, sha256=registration.sha256, size=registration.size, meta=registration.meta,
@@ -284,6 +291,7 @@ class ExecutorStream:
             await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
 
     def _freed(self, task_id: str) -> None:
+        self._jobs.pop(task_id, None)
         if task_id in self._held:
             self._held.discard(task_id)
             self._woken.set()

@@ -20,6 +20,7 @@ from services.core.lifecycle.execution import (
 )
 from services.core.lifecycle.moves import (
     append_event,
+    append_events,
     current_attempt,
     failure_of,
     held,
@@ -36,7 +37,8 @@ from services.core.lifecycle.preparation import (
 )
 
 __all__ = [
-    "append_event", "cancel", "coordinate", "current_attempt", "fail", "failure_of", "finish",
+    "append_event", "append_events", "cancel", "coordinate", "current_attempt", "fail",
+    "failure_of", "finish",
     "held", "lease", "lose", "move_attempt", "move_job", "move_preparation", "move_task",
     "preparation_failed", "release", "report_status", "requeue", "snapshot_verified",
     "start_preparation", "tombstone",
