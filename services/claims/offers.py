@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from services.core import errors
+from services.core.wakeups import claimable_topic
 from trainyard.claim.v1 import task_pb2
 from trainyard.job.v1 import job_pb2
 from trainyard.training.catalog import Catalog
@@ -66,6 +67,11 @@ class Offer:
             machine, platform, tuple(bases), devices, tuple(supports.adaptations), tuple(supports.outputs),
             tuple(supports.protect), tuple(supports.terms), clients,
         )  # fmt: skip
+
+    def claimable(self, org: str) -> str:
+        """The wake-up topic of the tasks this executor may claim (`claim_candidates`):
+        the platform's, or its org's named for its machine."""
+        return claimable_topic(org, "" if self.platform else self.machine)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

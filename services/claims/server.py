@@ -28,7 +28,14 @@ CLIENTS = client_service_pb2.DESCRIPTOR.services_by_name["ClientService"].full_n
 ROLES = roles.for_services(FULL_NAME, CLIENTS)
 
 
-def build_server(config: Config, *, store: Store | None = None, port: int | None = None) -> Service:
+def build_server(
+    config: Config,
+    *,
+    store: Store | None = None,
+    port: int | None = None,
+    poll_seconds: float = 2.0,
+) -> Service:
+    """`poll_seconds`: how often a waiting claim reads again when no wake-up came."""
     holder: dict[str, ClaimService] = {}
     metrics = Metrics()
 
@@ -44,7 +51,7 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         holder["service"] = service
         signals = Signals()
         claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(
-            ClaimServicer(service, signals), server
+            ClaimServicer(service, signals, poll_seconds), server
         )
         tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
         client_service_pb2_grpc.add_ClientServiceServicer_to_server(

@@ -20,7 +20,7 @@ from services.claims.service import ClaimService, is_client
 from services.core import errors
 from services.core.auth import Principal
 from services.core.states import TERMINAL
-from services.core.wakeups import TASKS, woken
+from services.core.wakeups import executor_topic, woken
 from trainyard.claim.v1 import claim_service_pb2
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ async def poll_claim(
     """A task leased within `wait` seconds, or the empty answer: tried again on each
     wake-up (work became claimable), else every `poll` seconds."""
     deadline = time.monotonic() + wait
-    with service.wakeups.watching(TASKS) as event:
+    with service.wakeups.watching(offer.claimable(principal.org)) as event:
         while True:
             event.clear()
             found = await asyncio.to_thread(service.claim, principal, offer)
@@ -259,7 +259,8 @@ class ExecutorStream:
         """Lease tasks while slots are free and push cancels, each time work became
         claimable or a job wants its tasks stopped (whichever process committed it), or a
         slot freed here; else every `poll` seconds, the safety net for a wake-up lost."""
-        with self._service.wakeups.watching(TASKS, event=self._woken):
+        topics = (self._offer.claimable(self._principal.org), executor_topic(self._executor_id))
+        with self._service.wakeups.watching(*topics, event=self._woken):
             while True:
                 self._woken.clear()
                 try:

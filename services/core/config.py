@@ -13,6 +13,9 @@ from pathlib import Path
 from services.core import keys
 from trainyard.training import catalog
 
+# The most processes of one service a stack runs: it runs them all on one machine.
+MAX_REPLICAS = 16
+
 
 class ConfigError(ValueError):
     """A setting the system cannot run with; the message names it and says why."""
@@ -73,6 +76,13 @@ class Config:
     # (HIP-1333 §7's TRAIN_CLIENTS and TRAIN_ENGINE_CLIENTS).
     train_clients: int = 2
     train_engine_clients: int = 2
+    # Processes `trainyard up` runs of each service, behind Envoy. More than one needs
+    # PostgreSQL: replicas share the database, and SQLite is one machine's single-writer
+    # file.
+    replicas: int = 1
+    # The process name a replica's run files and log lines carry (`jobs`, `jobs-2`, ...),
+    # set by `trainyard up`; empty: the service's own name.
+    replica_name: str = ""
 
     @property
     def models_dir(self) -> Path:
@@ -112,6 +122,13 @@ class Config:
             raise ConfigError("TRAINYARD_METRICS_PORT must be a port number (0 picks one).")
         if self.free_credit_cents < 0:
             raise ConfigError("TRAINYARD_FREE_CREDIT_CENTS must not be negative.")
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            raise ConfigError(f"TRAINYARD_REPLICAS must be from 1 to {MAX_REPLICAS}.")
+        if self.replicas > 1 and self.database_url.startswith("sqlite"):
+            raise ConfigError(
+                "TRAINYARD_REPLICAS above 1 needs TRAINYARD_DATABASE_URL on PostgreSQL: "
+                "replicas share the database, and SQLite is one machine's single-writer file."
+            )
 
     def port_for(self, service: str) -> int:
         return int(self.service_ports.get(service, 0))
@@ -166,6 +183,8 @@ class Config:
             train_clients=num("TRAIN_CLIENTS", 2),
             train_engine_clients=num("TRAIN_ENGINE_CLIENTS", 2),
             authorization_margin_percent=num("AUTHORIZATION_MARGIN_PERCENT", 25),
+            replicas=num("REPLICAS", 1),
+            replica_name=env.get("TRAINYARD_REPLICA_NAME", ""),
         )
         config.check()
         return config

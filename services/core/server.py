@@ -146,6 +146,8 @@ def build(
 async def _serve(config: Config, build_service: Callable[[Config], Service]) -> None:
     # The aio server binds to the running loop, so it is built inside it.
     service = build_service(config)
+    # A replica's run files carry its own name, so replicas of one service never share one.
+    instance = config.replica_name or service.name
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -153,19 +155,19 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
     exporter = None
     if config.metrics_port is not None:
         exporter = service.metrics.serve(config.metrics_port)
-        publish_port(metrics_port_file(config.run_dir, service.name), exporter.port)
-        log.info("%s metrics on %s", service.name, exporter.url)
+        publish_port(metrics_port_file(config.run_dir, instance), exporter.port)
+        log.info("%s metrics on %s", instance, exporter.url)
     # Wake-ups from and to the other processes on the same database.
     service.store.wakeups.connect(config.database_url, config.run_dir)
     try:
         await service.start()
-        port_file = publish_port(config.run_dir / f"{service.name}.port", service.port)
-        log.info("%s serving on %s:%d", service.name, config.bind_host, service.port)
+        port_file = publish_port(config.run_dir / f"{instance}.port", service.port)
+        log.info("%s serving on %s:%d", instance, config.bind_host, service.port)
         await stopping.wait()
-        log.info("%s draining", service.name)
+        log.info("%s draining", instance)
         port_file.unlink(missing_ok=True)
         await service.stop()
-        log.info("%s stopped", service.name)
+        log.info("%s stopped", instance)
     finally:
         service.store.wakeups.close()
         if exporter is not None:
@@ -175,5 +177,5 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
 def main(name: str, build_service: Callable[[Config], Service]) -> None:
     """Entry point of `python -m services.<name>`."""
     config = Config.from_env()
-    logs.configure(name, fmt=config.log_format, level=config.log_level)
+    logs.configure(config.replica_name or name, fmt=config.log_format, level=config.log_level)
     asyncio.run(_serve(config, build_service))

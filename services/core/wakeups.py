@@ -28,8 +28,6 @@ from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
 
-# Work an executor may claim appeared, or a job wants its tasks stopped.
-TASKS = "tasks"
 _SEPARATOR = "\n"
 LISTEN_SECONDS = 5.0
 
@@ -37,6 +35,17 @@ LISTEN_SECONDS = 5.0
 def job_topic(job_id: str) -> str:
     """A job's record grew (an event, a move)."""
     return f"job:{job_id}"
+
+
+def claimable_topic(org: str, machine: str) -> str:
+    """A task opened that the executors of `machine` in `org` may claim; for no machine,
+    one the platform's executors may claim. Only those wake, not every executor."""
+    return f"tasks:{org}:{machine}" if machine else "tasks:platform"
+
+
+def executor_topic(executor_id: str) -> str:
+    """A job whose task the executor holds wants it stopped."""
+    return f"executor:{executor_id}"
 
 
 def mark(session: Session, *topics: str) -> None:

@@ -442,6 +442,37 @@ def test_the_stream_assigns_acks_and_resumes_after_a_reconnect(
     call.cancel()
 
 
+def test_a_stream_learns_of_its_work_and_its_cancels_by_wake_ups_not_polls(
+    creator, config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """With no poll to fall back on, a task opened for the machine and a cancel of its job
+    each reach the executor's stream at once."""
+    claims = ServiceThread(lambda: build_claims(config, store=store, port=0, poll_seconds=3600))
+    try:
+        stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+        hello = claim_service_pb2.Hello(
+            machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS
+        )
+        done = threading.Event()
+
+        def requests():  # type: ignore[no-untyped-def]
+            yield claim_service_pb2.ConnectRequest(hello=hello)
+            done.wait(60)
+
+        call = stub.Connect(requests(), metadata=key(store, "acme", "executor"), timeout=60)
+        assert next(call).WhichOneof("kind") == "welcome"
+        job = creator(resources={"machines": ["gpu-1"]})
+        assignment = next(call).assignment
+        assert assignment.job.id == job.id
+        creator.cancel(job.id)
+        cancel = next(call).cancel
+        assert (cancel.task, cancel.reason) == (assignment.task.id, "cancelling")
+        done.set()
+        call.cancel()
+    finally:
+        claims.stop()
+
+
 def _fields(message: claim_service_pb2.Hello) -> dict:  # type: ignore[type-arg]
     return {f.name: v for f, v in message.ListFields()}
 

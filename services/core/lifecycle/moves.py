@@ -33,7 +33,7 @@ from services.core.states import (
 )
 from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, TaskRow
-from services.core.wakeups import TASKS, job_topic, mark
+from services.core.wakeups import claimable_topic, executor_topic, job_topic, mark
 
 J, A, T, P = JobStatus, AttemptStatus, TaskStatus, PreparationStatus
 Failure = tuple[str, str, str]
@@ -143,8 +143,8 @@ def move_job(
     if not check_move(JOB_MOVES, job.status, target):
         return False
     previous, job.status = job.status, target
-    if target in STOPPING:
-        mark(session, TASKS)  # its executors are told to stop
+    if target in STOPPING:  # the executors holding its tasks are told to stop them
+        mark(session, *(executor_topic(t.executor_id) for t in tasks_of(session, job, T.LEASED)))
     now = utcnow()
     if (stamp := _STAMPS.get(target)) and getattr(job, stamp) is None:
         setattr(job, stamp, now)
@@ -206,7 +206,7 @@ def move_task(task: TaskRow, target: TaskStatus) -> bool:
         return False
     task.status = target
     if target == T.OPEN and (session := object_session(task)) is not None:
-        mark(session, TASKS)
+        mark(session, claimable_topic(task.org, task.machine))
     if target in TASK_ENDED:
         task.end_time = utcnow()
     return True

@@ -23,7 +23,7 @@ from services.core.states import (
 )
 from services.core.store import utcnow
 from services.core.tables import JobRow, TaskRow
-from services.core.wakeups import TASKS, mark
+from services.core.wakeups import claimable_topic, mark
 
 # -- preparation ----------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def _opentasks_of(session: Session, job: JobRow) -> None:
     if tasks_of(session, job):
         return
     machines = list(job.frozen().resources.machines) or [""]
-    mark(session, TASKS)
+    mark(session, claimable_topic(job.org, machines[0]))  # the lead's; joins wait for it
     now = utcnow()
     for position, machine in enumerate(machines):
         session.add(
