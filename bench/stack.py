@@ -42,6 +42,17 @@ def postgres_schema(url: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
 def running(
     database: str = "sqlite", **env: str
 ) -> Iterator[tuple[Endpoints, dict[str, str], Config]]:
@@ -54,7 +65,10 @@ def running(
                 **env,
                 "TRAINYARD_DATABASE_URL": stack_of.enter_context(postgres_schema(POSTGRES_URL)),
             }
-        config = Config.from_env({"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0", **env})
+        env = {"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0", **env}
+        config = Config.from_env(env)
+        # The services read their configuration from the environment the stack hands on.
+        stack_of.enter_context(_environ(env))
         log = stack_of.enter_context(open(Path(home) / "stack.log", "w"))
         stack = Stack(config, output=log)
         stack_of.callback(stack.stop)

@@ -33,7 +33,7 @@ def build_server(
     *,
     store: Store | None = None,
     port: int | None = None,
-    poll_seconds: float = 2.0,
+    poll_seconds: float = 5.0,
 ) -> Service:
     """`poll_seconds`: how often a waiting claim reads again when no wake-up came."""
     holder: dict[str, ClaimService] = {}

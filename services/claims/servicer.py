@@ -24,7 +24,7 @@ MAX_WAIT_SECONDS = 25
 
 class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
     def __init__(
-        self, service: ClaimService, signals: Signals | None = None, poll_seconds: float = 2.0
+        self, service: ClaimService, signals: Signals | None = None, poll_seconds: float = 5.0
     ) -> None:
         """`poll_seconds`: how often a waiting claim tries again when no wake-up came."""
         self._service = service

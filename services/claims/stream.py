@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import time
 from collections.abc import AsyncIterator
 
@@ -269,7 +270,8 @@ class ExecutorStream:
                     log.warning("claim refused: %s", exc.reason)
                 except Exception:
                     log.exception("claim pass failed")
-                await woken(self._woken, self._poll)
+                # Spread: a thousand idle streams do not poll in step.
+                await woken(self._woken, self._poll * random.uniform(0.5, 1.5))
 
     async def _claim_pass(self) -> None:
         while len(self._held) < self._slots:

@@ -7,7 +7,9 @@ says; a service's own tables live in its `store.py`."""
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import threading
 from typing import Any
 
 import sqlalchemy as sa
@@ -78,11 +80,39 @@ class JobRow(Base):
     def frozen(self) -> job_pb2.Job:
         """The frozen spec, typed: the one way code reads it. Fields a later version
         dropped are ignored, so an old row still reads; a tombstone reads empty."""
-        return json_format.ParseDict(self.spec or {}, job_pb2.Job(), ignore_unknown_fields=True)
+        job = job_pb2.Job()
+        if self.spec and self.spec_sha256:
+            job.CopyFrom(_parsed_spec(self.spec_sha256, self.spec))
+        elif self.spec:
+            json_format.ParseDict(self.spec, job, ignore_unknown_fields=True)
+        return job
 
     def planned(self) -> FrozenPlan:
         """The plan the create froze, typed: the one way code reads it."""
         return FrozenPlan.from_json(self.plan or {})
+
+
+# Frozen specs parsed, by their sha256: a spec never changes, and parsing one is most of
+# what reading a page of jobs costs.
+_SPECS: collections.OrderedDict[str, job_pb2.Job] = collections.OrderedDict()
+_SPECS_KEPT = 4096
+
+
+_SPECS_LOCK = threading.Lock()
+
+
+def _parsed_spec(sha256: str, spec: dict[str, Any]) -> job_pb2.Job:
+    """The spec parsed, kept read-only (callers copy it)."""
+    with _SPECS_LOCK:
+        if (found := _SPECS.get(sha256)) is not None:
+            _SPECS.move_to_end(sha256)
+            return found
+    parsed = json_format.ParseDict(spec, job_pb2.Job(), ignore_unknown_fields=True)
+    with _SPECS_LOCK:
+        _SPECS[sha256] = parsed
+        if len(_SPECS) > _SPECS_KEPT:
+            _SPECS.popitem(last=False)
+    return parsed
 
 
 class AttemptRow(Base):

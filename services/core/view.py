@@ -5,6 +5,7 @@ JobService adds the preview of the rows it trained on."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from google.protobuf import json_format, timestamp_pb2
@@ -35,6 +36,35 @@ def _seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None
 
 
 def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
+    return job_protos(session, [row])[0]
+
+
+def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
+    """The jobs as read; what each reads beside its row (its attempt, holds and output)
+    is read for all of them at once, so a page costs a few queries, not a few a job."""
+    ids = [row.id for row in rows]
+    current = {row.id: row.attempt_count for row in rows}
+    attempts = {
+        a.job_id: a
+        for a in session.scalars(sa.select(AttemptRow).where(AttemptRow.job_id.in_(ids)))
+        if a.attempt_number == current[a.job_id]
+    }
+    holds: dict[str, list[HoldRow]] = {job_id: [] for job_id in ids}
+    for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id.in_(ids))):
+        holds[hold.job_id].append(hold)
+    outputs = {(row.org, str(row.result.get("sha256", ""))) for row in rows if row.result}
+    for org in {org for org, _ in outputs}:
+        # Loaded into the session's identity map, where each job's `session.get` finds it.
+        shas = [sha for o, sha in outputs if o == org and sha]
+        session.scalars(
+            sa.select(ObjectRow).where(ObjectRow.org == org, ObjectRow.sha256.in_(shas))
+        ).all()
+    return [_job(session, row, attempts.get(row.id), holds[row.id]) for row in rows]
+
+
+def _job(
+    session: Session, row: JobRow, attempt: AttemptRow | None, holds: list[HoldRow]
+) -> job_pb2.Job:
     job = row.frozen()
     job.id, job.number, job.status = row.id, row.number, row.status
     job.project = row.project
@@ -65,16 +95,16 @@ def job_proto(session: Session, row: JobRow) -> job_pb2.Job:
     job.deleted = row.deleted
     job.create_time.CopyFrom(ts(row.create_time))
     job.update_time.CopyFrom(ts(row.update_time))
-    _timing(session, row, job.timing)
-    _money(session, row, job)
+    _timing(row, attempt, job.timing)
+    _money(holds, job)
     return job
 
 
-def _money(session: Session, row: JobRow, job: job_pb2.Job) -> None:
+def _money(holds: list[HoldRow], job: job_pb2.Job) -> None:
     """What the job was metered and charged, every attempt, and what it holds now. The
     holds carry each charge beside the ledger entry made in the same transaction, so their
     sum is the ledger's."""
-    for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id == row.id)):
+    for hold in holds:
         job.timing.metered_device_seconds += hold.used_seconds
         if hold.charged:
             job.timing.charged_device_seconds += hold.used_seconds
@@ -94,12 +124,7 @@ def _result_readable(session: Session, row: JobRow) -> bool:
     return not sha256 or readable(session, session.get(ObjectRow, (row.org, sha256)), utcnow())
 
 
-def _timing(session: Session, row: JobRow, timing: job_pb2.Timing) -> None:
-    attempt = session.scalar(
-        sa.select(AttemptRow).where(
-            AttemptRow.job_id == row.id, AttemptRow.attempt_number == row.attempt_count
-        )
-    )
+def _timing(row: JobRow, attempt: AttemptRow | None, timing: job_pb2.Timing) -> None:
     timing.attempt_count = row.attempt_count
     if (total := _seconds(row.create_time, row.end_time)) is not None:
         timing.total_seconds = total

@@ -75,7 +75,7 @@ class JobReads:
             rows = store.jobs_page(
                 session, org, status=status, project=project, after=after, limit=limit + 1
             )
-            jobs = [view.job_proto(session, row) for row in rows[:limit]]
+            jobs = view.job_protos(session, rows[:limit])
             next_token = ""
             if len(rows) > limit:
                 last = rows[limit - 1]

@@ -3,6 +3,8 @@ trained on, and its attempts, events and dataset items as protos."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf import json_format
 from sqlalchemy.orm import Session
 
@@ -14,6 +16,10 @@ from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
 
 PREVIEW_ITEMS = 50
 ts = view.ts
+
+
+def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
+    return view.job_protos(session, rows)
 
 
 def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb2.Job:
