@@ -23,11 +23,17 @@ $(NODE): package.json package-lock.json
 
 # The console's browser tests drive Debian's chromium.
 CHROMIUM := /usr/bin/chromium
+WRK := /usr/bin/wrk
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+# wrk loads the gateway natively in bench/scale.py, so the figure is Envoy's, not Python's.
+$(WRK):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 
 up: $(STAMP) $(NODE)
 	$(BIN)/trainyard up
@@ -49,13 +55,14 @@ gen: $(STAMP)
 check-gen: $(STAMP)
 	PYTHON=$(BIN)/python infra/gen-protos.sh --check
 
-bench: $(STAMP)
+bench: $(STAMP) $(WRK)
 	$(BIN)/python bench/unary.py
 	$(BIN)/python bench/artifacts.py
 	$(BIN)/python bench/claims.py
 	$(BIN)/python bench/training.py
 	$(BIN)/python bench/projection.py
 	$(BIN)/python bench/clients.py
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) node_modules .trainyard .pytest_cache .mypy_cache .ruff_cache
