@@ -1,11 +1,15 @@
-"""Renders Envoy's config from `envoy.yaml.tmpl` for a set of upstream service ports."""
+"""Renders Envoy's config from `envoy.yaml.tmpl` for a set of upstream service ports: one
+cluster per service, one endpoint per replica, balanced round robin per request."""
 
 from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
+
+from google.protobuf import descriptor_pb2
 
 from gateway import rules
 from trainyard import rest
@@ -41,6 +45,29 @@ CONSOLE_HEADERS = {
 
 # The executors' stream: open for as long as an executor runs, silent while it is idle.
 CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
+
+
+def _retry(on: str) -> str:
+    """A route's retry policy: on the failures `on` names, the call goes to another replica."""
+    return (
+        f"{{retry_on: '{on}', num_retries: 2, retry_host_predicate: [{{name: "
+        "envoy.retry_host_predicates.previous_hosts, typed_config: {'@type': "
+        "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate}}], "
+        "host_selection_retry_max_attempts: 3}"
+    )
+
+
+# A call that never reached a replica (it is down, or restarting) goes to another one: only
+# failures before the service saw the call, so no call runs twice. Not the executors'
+# stream: the executor reconnects itself, and a retried stream is buffered.
+_RETRY = _retry("connect-failure,refused-stream,reset-before-request")
+# A read (`idempotency_level = NO_SIDE_EFFECTS`) is also sent on when its replica died
+# under it, since running it twice changes nothing.
+_READ_RETRY = _retry("connect-failure,refused-stream,reset-before-request,reset")
+# Envoy's default circuit breakers allow 1,024 connections, pending and open requests (and
+# 3 retries) at once per cluster; a thousand executors' streams and their calls would trip
+# them on claims.
+CIRCUIT_LIMIT = 100_000
 
 # Upstream name → the gRPC services it serves. The first is the one its health is
 # checked by (Envoy's cluster health check, `trainyard up`, the `x-trainyard-service`
@@ -149,17 +176,39 @@ def _routes() -> str:
             f"""              - match:
                   prefix: /grpc.health.v1.Health/
                   headers: [{{name: x-trainyard-service, string_match: {{exact: {name}}}}}]
-                route: {{cluster: {name}, timeout: 5s}}"""
+                route: {{cluster: {name}, timeout: 5s, retry_policy: {_READ_RETRY}}}"""
         )
         # gRPC only: a REST request reaches a service once the transcoder made it one.
-        out.extend(
-            f"""              - match:
+        for full in served:
+            out.extend(
+                f"""              - match:
+                  path: /{full}/{method}
+                  headers: [{{name: content-type, string_match: {{prefix: application/grpc}}}}]
+                route: {{cluster: {name}, timeout: 0s, retry_policy: {_READ_RETRY}}}"""
+                for method in _reads().get(full, ())
+            )
+            out.append(
+                f"""              - match:
                   prefix: /{full}/
                   headers: [{{name: content-type, string_match: {{prefix: application/grpc}}}}]
-                route: {{cluster: {name}, timeout: 0s}}"""
-            for full in served
-        )
+                route: {{cluster: {name}, timeout: 0s, retry_policy: {_RETRY}}}"""
+            )
     return "\n".join(out)
+
+
+@cache
+def _reads() -> dict[str, list[str]]:
+    """Each service's methods that change nothing, by the descriptor set's options."""
+    files = descriptor_pb2.FileDescriptorSet.FromString(DESCRIPTOR.read_bytes()).file
+    return {
+        f"{file.package}.{service.name}": [
+            method.name
+            for method in service.method
+            if method.options.idempotency_level == descriptor_pb2.MethodOptions.NO_SIDE_EFFECTS
+        ]
+        for file in files
+        for service in file.service
+    }
 
 
 def _console_routes() -> list[str]:
@@ -188,13 +237,26 @@ def _console_routes() -> list[str]:
     return out
 
 
-def _clusters(ports: Mapping[str, int], host: str) -> str:
+def _endpoints(ports: int | Sequence[int]) -> list[int]:
+    """A service's replicas' ports; one port is one replica."""
+    return [ports] if isinstance(ports, int) else list(ports)
+
+
+def _clusters(ports: Mapping[str, int | Sequence[int]], host: str) -> str:
     out = []
     for name, full in SERVICES.items():
+        endpoints = "\n".join(
+            f"        - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}"
+            for port in _endpoints(ports[name])
+        )
         out.append(
             f"""  - name: {name}
     type: STATIC
     connect_timeout: 2s
+    circuit_breakers:
+      thresholds:
+      - {{max_connections: {CIRCUIT_LIMIT}, max_pending_requests: {CIRCUIT_LIMIT}, max_requests: {CIRCUIT_LIMIT},
+         max_retries: {CIRCUIT_LIMIT}}}
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
@@ -212,7 +274,7 @@ def _clusters(ports: Mapping[str, int], host: str) -> str:
       cluster_name: {name}
       endpoints:
       - lb_endpoints:
-        - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {ports[name]}}}}}}}"""
+{endpoints}"""
         )
     return "\n".join(out)
 
@@ -222,13 +284,18 @@ def render(
     listen_host: str,
     listen_port: int,
     admin_port: int,
-    ports: Mapping[str, int],
+    ports: Mapping[str, int | Sequence[int]],
     upstream_host: str = "127.0.0.1",
     idle_timeout_seconds: int = 300,
 ) -> str:
-    """The config; `idle_timeout_seconds` cuts any request but the executors' stream that
-    has had nothing to send or receive for that long."""
-    healthy = "\n".join(f"                {name}: {{value: 100}}" for name in SERVICES)
+    """The config for `ports`, each service's replicas' ports (or its one port);
+    `idle_timeout_seconds` cuts any request but the executors' stream that has had nothing
+    to send or receive for that long."""
+    # The gateway is ready while each service has a replica serving: one of N is 100/N %.
+    healthy = "\n".join(
+        f"                {name}: {{value: {100 // len(_endpoints(ports[name]))}}}"
+        for name in SERVICES
+    )
     return string.Template(TEMPLATE.read_text()).substitute(
         listen_host=listen_host,
         listen_port=listen_port,

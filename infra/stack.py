@@ -6,13 +6,18 @@ then Envoy in front of them. Each must be healthy before the next starts; a fail
 stops whatever already started. Starting again on the same home keeps every row and
 object: the database file, the object store's data and the keys all live under it.
 
-Once up, any part that exits is started again on the same ports, with the same config,
-and health-gated as at start-up, after a pause that doubles while it keeps exiting; a
-part that exits too often in a while stops the stack with a line that names it.
+With `TRAINYARD_REPLICAS` N (on PostgreSQL), each service runs as N processes named
+`jobs`, `jobs-2`, ... `jobs-N`, each on a port of its own, with its own run files; Envoy
+balances calls across the ones serving.
 
-Every part serves Prometheus metrics on a loopback port picked here once and passed to
-it (`TRAINYARD_METRICS_PORT`), so a restarted part comes back on the same URL; Envoy's
-are its admin's `/stats/prometheus`. `run/stack.json` lists them under `metrics`, with
+Once up, any part that exits (one replica is a part) is started again on the same ports,
+with the same config, and health-gated as at start-up, after a pause that doubles while it
+keeps exiting; a part that exits too often in a while stops the stack with a line that
+names it.
+
+Every Python part serves Prometheus metrics on a loopback port it binds itself and writes
+to its run files (`trainyard.exposition`); restarted, it asks for the same one, so it
+comes back on the same URL. Envoy's are its admin's `/stats/prometheus`. `run/stack.json` lists them under `metrics`, with
 each part's pid and restarts.
 """
 
@@ -125,9 +130,12 @@ class Endpoints:
     gateway_port: int
     admin_port: int
     s3_endpoint: str
+    # Each service's port: its first replica's.
     service_ports: dict[str, int]
     # Each part's Prometheus URL, by name.
     metrics: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Each service's replicas' ports, by process name: {"jobs": {"jobs": 1, "jobs-2": 2}}.
+    replicas: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
 
 class Stack:
@@ -195,14 +203,16 @@ class Stack:
             TRAINYARD_LOG_FORMAT="text" if sys.stdout.isatty() else "json",
             PYTHONUNBUFFERED="1",
         )
-        ports: dict[str, int] = {}
-        for name, full in SERVICES.items():
-            port_file = cfg.run_dir / f"{name}.port"
-            port_file.unlink(missing_ok=True)
-            child = self._spawn(name, [sys.executable, "-m", f"services.{name}"], env)
-            self.children.append(child)
-            ports[name] = self._wait_service(child, port_file, full)
-            metrics[name] = self._wait_metrics(child)
+        replicas: dict[str, dict[str, int]] = {}
+        for service, full in SERVICES.items():
+            replicas[service] = {}
+            for name in replica_names(service, cfg.replicas):
+                port_file = cfg.run_dir / f"{name}.port"
+                port_file.unlink(missing_ok=True)
+                child = self._service(service, name, env)
+                self.children.append(child)
+                replicas[service][name] = self._wait_service(child, port_file, full)
+                metrics[name] = self._wait_metrics(child)
 
         admin_port = free_port()
         config_path = cfg.run_dir / "envoy.yaml"
@@ -211,7 +221,7 @@ class Stack:
                 listen_host=cfg.gateway_host,
                 listen_port=gateway_port,
                 admin_port=admin_port,
-                ports=ports,
+                ports={service: list(ports.values()) for service, ports in replicas.items()},
                 upstream_host=cfg.bind_host,
                 idle_timeout_seconds=cfg.gateway_idle_timeout_seconds,
             )
@@ -225,13 +235,14 @@ class Stack:
         self.children.append(envoy)
         self._wait_gateway(envoy, gateway_url)
         metrics["envoy"] = f"http://127.0.0.1:{admin_port}/stats/prometheus"
-        self._env, self._ports = env, ports
+        self._env = env
         if cfg.local_executor:
             executor = self._executor(gateway_url, service_key)
             self.children.append(executor)
             metrics["executor"] = self._wait_metrics(executor)
+        first = {service: ports[service] for service, ports in replicas.items()}
         self.endpoints = Endpoints(
-            gateway_url, gateway_port, admin_port, s3_endpoint, ports, metrics=metrics
+            gateway_url, gateway_port, admin_port, s3_endpoint, first, metrics, replicas
         )
         self.restarts = {child.name: 0 for child in self.children}
         self._write_info()
@@ -249,6 +260,17 @@ class Stack:
         tmp = self.config.run_dir / "stack.json.tmp"
         tmp.write_text(json.dumps(info, indent=2))
         os.replace(tmp, self.config.run_dir / "stack.json")
+
+    def _service(
+        self, service: str, name: str, env: dict[str, str], port: int | None = None
+    ) -> Child:
+        """One replica of `service`, named `name` in its run files and logs, on `port`;
+        None: the first replica on the configured one, the others on any (each writes
+        which)."""
+        env = {**env, "TRAINYARD_REPLICA_NAME": name}
+        if port is not None or name != service:
+            env[f"TRAINYARD_{service.upper()}_PORT"] = str(port or 0)
+        return self._spawn(name, [sys.executable, "-m", f"services.{service}"], env)
 
     def _executor(self, gateway_url: str, key: str) -> Child:
         """One local executor, as the platform's: it runs the jobs that name no machine."""
@@ -287,10 +309,10 @@ class Stack:
             child = self.children[index] = self.objectstore.start()
             self._wait_objectstore()
         else:
-            env = {**self._env, f"TRAINYARD_{name.upper()}_PORT": str(self._ports[name])}
-            argv = [sys.executable, "-m", f"services.{name}"]
-            child = self.children[index] = self._spawn(name, argv, env)
-            self._wait_service(child, self.config.run_dir / f"{name}.port", SERVICES[name])
+            service = next(s for s, ports in self.endpoints.replicas.items() if name in ports)
+            port = self.endpoints.replicas[service][name]
+            child = self.children[index] = self._service(service, name, self._env, port)
+            self._wait_service(child, self.config.run_dir / f"{name}.port", SERVICES[service])
             self.endpoints.metrics[name] = self._wait_metrics(child)
         return child
 
@@ -442,6 +464,12 @@ class Stack:
                 self._write_info()
                 self.out.line("trainyard", f"{child.name} restarted (pid {started.pid})")
         return 0
+
+
+def replica_names(service: str, replicas: int) -> list[str]:
+    """The process names of a service's replicas: the first keeps the service's own name,
+    so a stack of one replica each names its processes as it always has."""
+    return [service, *(f"{service}-{n}" for n in range(2, replicas + 1))]
 
 
 def _envoy_binary() -> str:

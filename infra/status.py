@@ -1,6 +1,7 @@
-"""`trainyard status`: one screen of the stack running under a home — each part's pid,
-whether it is up and healthy, how often the supervisor restarted it — and, from the
-parts' metrics, the queue depth, the jobs running and the executors connected.
+"""`trainyard status`: one screen of the stack running under a home — each part's pid
+(each replica of a service is a part), whether it is up and healthy, how often the
+supervisor restarted it — and, from the parts' metrics, the queue depth, the jobs running
+and the executors connected.
 
 Everything is read from outside: `run/stack.json` (written by `trainyard up`), each
 part's health answer and its Prometheus metrics on loopback. Nothing here writes."""
@@ -61,17 +62,24 @@ class Report:
     def part(self, name: str) -> Part | None:
         return next((p for p in self.parts if p.name == name), None)
 
+    def answering(self, service: str) -> list[list[Sample]]:
+        """The samples of each of a service's replicas whose metrics answered."""
+        names = self.info.get("replicas", {}).get(service) or [service]
+        return [p.samples for p in self.parts if p.name in names and p.samples is not None]
+
     def jobs(self, states: Iterable[str]) -> int | None:
-        jobs = self.part("jobs")
-        if jobs is None or jobs.samples is None:
+        # Every replica counts the same rows: one answer is enough.
+        answers = self.answering("jobs")
+        if not answers:
             return None
-        return int(sum(value(jobs.samples, "trainyard_jobs", state=s) for s in states))
+        return int(sum(value(answers[0], "trainyard_jobs", state=s) for s in states))
 
     def executors(self) -> int | None:
-        claims = self.part("claims")
-        if claims is None or claims.samples is None:
+        # Each replica counts the streams it holds.
+        answers = self.answering("claims")
+        if not answers:
             return None
-        return int(value(claims.samples, "trainyard_executors_connected"))
+        return int(sum(value(samples, "trainyard_executors_connected") for samples in answers))
 
     @property
     def ok(self) -> bool:
@@ -145,8 +153,11 @@ def _http_health(url: str, *, want: int | None = None) -> tuple[str, bool]:
 def _health(
     name: str, info: Mapping[str, Any], bind_host: str, samples: list[Sample] | None
 ) -> tuple[str, bool]:
-    if name in info.get("service_ports", {}):
-        return _grpc_health(bind_host, int(info["service_ports"][name]))
+    # Each replica's port by its name; a stack from before replicas lists services' only.
+    ports = {n: p for replicas in info.get("replicas", {}).values() for n, p in replicas.items()}
+    ports = ports or info.get("service_ports", {})
+    if name in ports:
+        return _grpc_health(bind_host, int(ports[name]))
     if name == "envoy":
         return _http_health(f"http://127.0.0.1:{info['admin_port']}/ready", want=200)
     if name == "seaweedfs":

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import httpx
@@ -22,6 +22,7 @@ import trainyard
 from trainyard.ports import free_port
 
 BIN = Path(sys.executable).parent
+T = TypeVar("T")
 
 # The create body ARCHITECTURE.md shows, word for word.
 EXAMPLE = {
@@ -262,3 +263,17 @@ def wait_for_job(
             return job
         time.sleep(0.25)
     raise AssertionError(f"job stuck in {job.get('status')}")
+
+
+def eventually(
+    read: Callable[[], T], holds: Callable[[T], bool], what: str, timeout: float = 60
+) -> T:
+    """Read until `holds(value)`, for a condition the stack reaches on its own (a part
+    restarted, an executor connected); fail with the last value read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = read()
+        if holds(got):
+            return got
+        assert time.monotonic() < deadline, f"{what}: still {got!r}"
+        time.sleep(0.1)
