@@ -22,7 +22,8 @@ import grpc
 
 from executor.clients import ClientRunner
 from executor.metrics import ExecutorMetrics
-from executor.runner import PATIENCE_SECONDS, TaskRunner
+from executor.runner import PATIENCE_SECONDS, TaskRunner, trainer_env
+from executor.warm import WarmTrainer
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.sdk import _channel
@@ -62,6 +63,8 @@ class AgentConfig:
     journal: Path | None = None
     # Training clients held at once (each an engine subprocess); 0 serves none.
     clients: int = 0
+    # Keep a trainer process ready with its imports done, for the next task to start in.
+    warm: bool = True
 
 
 class Agent:
@@ -76,6 +79,8 @@ class Agent:
         self._channel = _channel(config.url)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
         self._journal = config.journal.open("a") if config.journal else None
+        work = config.work_root / config.machine
+        self.warm = WarmTrainer(config.trainer, work, trainer_env(work))
         self.connected = threading.Event()
         # The live session's outbox; None between sessions.
         self._outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] | None = None
@@ -90,6 +95,14 @@ class Agent:
 
     def run(self) -> None:
         """Stay connected until `stop()`; reconnect with backoff after any break."""
+        if self.config.warm:
+            self.warm.start()
+        try:
+            self._connect()
+        finally:
+            self.warm.close()
+
+    def _connect(self) -> None:
         backoff = 0.5
         while not self._stopping.is_set():
             started = time.monotonic()
@@ -110,7 +123,8 @@ class Agent:
 
     def stop(self, drain_seconds: float = 30.0) -> None:
         """Stop cooperatively: each trainer saves and reports what it trained, then the
-        stream closes (after `drain_seconds` at most)."""
+        stream closes (after `drain_seconds` at most). The warm trainer ends at once."""
+        self.warm.close()
 
         def drain() -> None:
             with self._lock:
@@ -253,7 +267,7 @@ class Agent:
         work = self.config.work_root / self.config.machine
         runner = TaskRunner(
             assignment, work, self.config.trainer, self._register, self._read_input,
-            patience=self.config.patience_seconds,
+            patience=self.config.patience_seconds, warm=self.warm,
         )  # fmt: skip
         with self._lock:
             self.runners[runner.id] = runner

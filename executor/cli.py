@@ -40,12 +40,18 @@ from trainyard.training.catalog import Catalog
     help="The trainer module (executor.scripted emits events without a model).",
 )
 @click.option(
+    "--warm/--no-warm",
+    default=True,
+    show_default=True,
+    help="Keep a trainer process ready with its imports done, so a task starts in it.",
+)
+@click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Where tasks run."
 )
 @click.pass_context
 def executor(
     ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int,
-    clients: int, trainer: str, work_dir: Path | None,
+    clients: int, trainer: str, warm: bool, work_dir: Path | None,
 ) -> None:  # fmt: skip
     """Run an executor: claim tasks, run their trainers, report, obey cancels."""
     logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
@@ -60,6 +66,7 @@ def executor(
         slots=slots,
         clients=max(0, clients),
         trainer=trainer,
+        warm=warm,
         work_root=work_dir or home / "executor",
         journal=Path(journal) if journal else None,
     )

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,6 +24,7 @@ from google.protobuf import json_format
 
 from executor import protocol
 from executor.protocol import TASK_FILE
+from executor.warm import WarmTrainer
 from trainyard import packing, uploads
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
@@ -53,6 +54,14 @@ class TaskFailed(Exception):
 
 class LeaseLost(Exception):
     """The service says the lease is no longer the task's: stop and say nothing more."""
+
+
+def trainer_env(work_root: Path, task_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a trainer runs in: the executor's, with DeepSpeed's built ops kept
+    under the work root (built once, not once per task), and the task's own variables."""
+    env = {**os.environ, **(task_env or {})}
+    env.setdefault("TORCH_EXTENSIONS_DIR", str(work_root / "torch_extensions"))
+    return env
 
 
 def classify(exc: BaseException) -> str | None:
@@ -87,13 +96,17 @@ class TaskRunner:
         read_input: ReadInput | None = None,
         env: dict[str, str] | None = None,
         patience: float = PATIENCE_SECONDS,
+        warm: WarmTrainer | None = None,
     ) -> None:
+        """`warm`, when given, may hand over a trainer process started ahead, its imports
+        done or under way; without it, or when it has none alive, the trainer starts cold."""
         self.org = assignment.org
         self.task: task_pb2.Task = assignment.task
         self.job: job_pb2.Job = assignment.job
         self.work = work_root / self.task.id
         self._trainer, self._register, self._read_input = trainer, register, read_input
-        self._env, self._patience = env or {}, patience
+        self._env = trainer_env(work_root, env)
+        self._patience, self._warm = patience, warm
         self._lock = threading.Lock()
         self._events: list[Event] = []
         # When each event was made (monotonic), for the report lag.
@@ -223,12 +236,18 @@ class TaskRunner:
             packing.unpack(io.BytesIO(state), resume)
             spec["resume_dir"] = str(resume)
         (self.work / TASK_FILE).write_text(json.dumps(spec))
-        with open(self.work / "trainer.log", "w") as stderr, self._lock:
+        argv, trainer_log = [str(self.work / TASK_FILE)], self.work / "trainer.log"
+        with open(trainer_log, "w") as stderr, self._lock:
             if not self._cancelled:  # a cancel while the inputs were read: nothing runs
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", self._trainer, str(self.work / TASK_FILE)],
+                warm = (
+                    self._warm.take(self._trainer, argv, self.work, self._env, trainer_log)
+                    if self._warm
+                    else None
+                )
+                self._process = warm or subprocess.Popen(
+                    [sys.executable, "-m", self._trainer, *argv],
                     cwd=self.work,
-                    env={**os.environ, **self._env},
+                    env=self._env,
                     stdout=subprocess.PIPE,
                     stderr=stderr,
                     text=True,

@@ -26,6 +26,10 @@ from executor.protocol import emit, emit_end, evaluation_block
 from trainyard.ports import free_port
 from trainyard.training.catalog import DECIDER_BASE
 
+# What the functions below import that a warm process imports ahead (`executor.warm`):
+# peft brings transformers; executor.bases builds the fixture model.
+PRELOAD = ("torch", "torch.distributed", "deepspeed", "peft", "safetensors.torch", "executor.bases")
+
 
 @dataclasses.dataclass
 class Plan:
