@@ -213,15 +213,16 @@ def meter(
 ) -> str:
     """Meter a task by the clock and charge what that adds; ask for the next window when
     little is left. The reason to stop the job, or "" while it may run."""
-    wallet = None
-    if hold.charged:
-        wallet = ledger.wallet(session, hold.org, free_cents=policy.free_cents, now=now)
     elapsed = max(int((now - hold.start_time).total_seconds()), 0)
     used = min(hold.held_seconds, hold.devices * elapsed)
+    # The wallet is read only when there is something to charge or a window to weigh: a
+    # task reporting many times a second meters whole seconds, so most reports neither.
+    wallet = None
     if used > hold.used_seconds:
         before, hold.used_seconds = hold.used_seconds, used
         due = cost(used, hold.rate) - hold.charged_micro_cents
-        if wallet is not None and due > 0:
+        if hold.charged and due > 0:
+            wallet = ledger.wallet(session, hold.org, free_cents=policy.free_cents, now=now)
             ledger.post(
                 session, wallet, f"compute/{hold.task_id}/{hold.epoch}/{used}", "compute", -due,
                 now=now, job_id=hold.job_id, task_id=hold.task_id, project=hold.project,
@@ -232,6 +233,8 @@ def meter(
     left = hold.held_seconds - hold.used_seconds
     if left >= policy.renew_below * hold.devices:
         return ""
+    if hold.charged and wallet is None:
+        wallet = ledger.wallet(session, hold.org, free_cents=policy.free_cents, now=now)
     seconds, budget = bounds_left(session, hold.job_id, resources)
     window, refusal = clip(policy.window * hold.devices, hold.rate, seconds, budget)
     if window and wallet is not None:
