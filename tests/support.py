@@ -19,6 +19,7 @@ import httpx
 from google.protobuf.descriptor import ServiceDescriptor
 
 import trainyard
+from infra.stack import _envoy_binary
 from trainyard.ports import free_port
 
 BIN = Path(sys.executable).parent
@@ -277,3 +278,16 @@ def eventually(
             return got
         assert time.monotonic() < deadline, f"{what}: still {got!r}"
         time.sleep(0.1)
+
+
+def assert_envoy_accepts(config: str, tmp_path: Path) -> None:
+    """Envoy itself validates a rendered config (`--mode validate`)."""
+    path = tmp_path / "envoy.yaml"
+    path.write_text(config)
+    result = subprocess.run(
+        [_envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

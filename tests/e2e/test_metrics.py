@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tests.support import BIN, StackProcess, alive, wait_for_job
+from tests.support import BIN, StackProcess, alive, eventually, wait_for_job
 
 JOB = {
     "base_model": "fixture-tiny-llm",
@@ -47,17 +45,6 @@ def value(samples: list[Sample], name: str, **labels: str) -> float:
 
 def metric(stack: StackProcess, part: str, name: str, **labels: str) -> float:
     return value(scrape(stack.info()["metrics"][part]), name, **labels)
-
-
-def eventually(read: Callable[[], float], holds: Callable[[float], bool], what: str) -> float:
-    """Read until `holds(value)`: the stack moves on its own (an executor connecting)."""
-    deadline = time.monotonic() + 60
-    while True:
-        got = read()
-        if holds(got):
-            return got
-        assert time.monotonic() < deadline, f"{what}: still {got}"
-        time.sleep(0.2)
 
 
 def test_every_process_serves_metrics_on_loopback_that_parse(stack: StackProcess) -> None:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-
 import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.render import render
-from infra.stack import _envoy_binary
 from services.core import errors, ids
 from services.core.config import Config, ConfigError
 from services.core.pagetoken import PageTokens, page_size
+from tests.support import assert_envoy_accepts
 from trainyard.common.v1 import error_reason_pb2
 
 
@@ -101,22 +99,13 @@ def test_config_defaults() -> None:
 
 
 def test_the_rendered_gateway_config_is_valid_for_envoy(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "envoy.yaml"
-    path.write_text(
-        render(
-            listen_host="127.0.0.1",
-            listen_port=1,
-            admin_port=2,
-            ports={"jobs": 3, "claims": 4, "artifacts": 5, "meter": 6},
-        )
+    config = render(
+        listen_host="127.0.0.1",
+        listen_port=1,
+        admin_port=2,
+        ports={"jobs": 3, "claims": 4, "artifacts": 5, "meter": 6},
     )
-    result = subprocess.run(
-        [_envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_envoy_accepts(config, tmp_path)
 
 
 @pytest.mark.parametrize(

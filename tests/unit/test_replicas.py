@@ -3,15 +3,15 @@ gateway config that puts every replica of a service behind one cluster."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gateway.render import CIRCUIT_LIMIT, SERVICES, render
-from infra.stack import _envoy_binary, replica_names
+from infra.stack import replica_names
 from services.core.config import Config, ConfigError
+from tests.support import assert_envoy_accepts
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -87,15 +87,7 @@ def test_two_ports_a_service_render_two_endpoints_a_cluster(tmp_path: Path) -> N
     assert retried_on("/trainyard.job.v1.JobService/GetJob") == {*sent_once, "reset"}
     assert retried_on("/trainyard.claim.v1.ClaimService/Connect") == {""}
 
-    path = tmp_path / "envoy.yaml"
-    path.write_text(text)
-    result = subprocess.run(
-        [_envoy_binary(), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_envoy_accepts(text, tmp_path)
 
 
 def test_one_port_a_service_renders_as_it_always_has() -> None:
