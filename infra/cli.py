@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import decimal
 import sys
+from pathlib import Path
 
 import click
+import sqlalchemy as sa
 
 from services.core import audit, auth, errors
 from services.core.config import Config, ConfigError
 from services.core.money import ledger
-from services.core.store import open_store, utcnow
+from services.core.store import Store, create_engine, normalise_url, open_store, utcnow
 
 
 @click.command()
@@ -68,6 +70,27 @@ _CREATE_KEY_HELP = "\n".join(
 )
 
 
+def _stack_store(config: Config) -> Store:
+    """The store of the stack this home holds; refused when there is none, since run
+    elsewhere the command would make a new, empty store whose keys the stack rejects."""
+    url = sa.engine.make_url(normalise_url(config.database_url))
+    if url.get_backend_name() == "sqlite":
+        found = bool(url.database) and Path(str(url.database)).is_file()
+    else:
+        engine = create_engine(config.database_url)
+        try:
+            found = sa.inspect(engine).has_table("jobs")
+        finally:
+            engine.dispose()
+    if not found:
+        raise click.UsageError(
+            "no Trainyard store here: run this where `make up` runs (its home is "
+            "TRAINYARD_HOME, ./.trainyard by default), or with the stack's "
+            "TRAINYARD_HOME and TRAINYARD_DATABASE_URL"
+        )
+    return open_store(config.database_url)
+
+
 @admin.command("credit")
 @click.option("--org", required=True, help="The org whose wallet is credited.")
 @click.option("--amount", required=True, type=decimal.Decimal, help="US dollars, such as 25.00.")
@@ -82,7 +105,7 @@ def credit(org: str, amount: decimal.Decimal, name: str) -> None:
     if micro_cents != micro_cents.to_integral_value() or micro_cents <= 0:
         raise click.UsageError("--amount must be above 0 with at most 8 decimals")
     config = Config.from_env()
-    store = open_store(config.database_url)
+    store = _stack_store(config)
     try:
         with store.unit() as session:
             now = utcnow()
@@ -106,7 +129,7 @@ def credit(org: str, amount: decimal.Decimal, name: str) -> None:
 @click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
 @click.option("--label", default="", help="A non-secret note about who holds it.")
 def create_key(org: str, role: str, label: str) -> None:
-    store = open_store(Config.from_env().database_url)
+    store = _stack_store(Config.from_env())
     try:
         with store.unit() as session:
             key_id, key = auth.create_key(session, org=org, role=role, label=label)

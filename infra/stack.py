@@ -17,8 +17,8 @@ names it.
 
 Every Python part serves Prometheus metrics on a loopback port it binds itself and writes
 to its run files (`trainyard.exposition`); restarted, it asks for the same one, so it
-comes back on the same URL. Envoy's are its admin's `/stats/prometheus`. `run/stack.json` lists them under `metrics`, with
-each part's pid and restarts.
+comes back on the same URL. Envoy's are its admin's `/stats/prometheus`.
+`run/stack.json` lists them under `metrics`, with each part's pid and restarts.
 """
 
 from __future__ import annotations
