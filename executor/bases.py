@@ -1,5 +1,6 @@
 """Loading a base for training: the built-in fixture, or a Hugging Face causal LM found on
-local disk (the catalog lists what is present; nothing is downloaded)."""
+local disk (the catalog lists what is present; nothing is downloaded). And writing a
+built-in base to disk (`export`), so outputs trained on it can be used outside Trainyard."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 
 from executor import fixture
-from trainyard.training.catalog import FIXTURE_BASE, Catalog
+from trainyard.training.catalog import DECIDER, DECIDER_BASE, FIXTURE, FIXTURE_BASE, Catalog
 
 
 @dataclasses.dataclass
@@ -58,12 +59,55 @@ def load(name: str) -> Loaded:
     )
 
     def save(out: Path, trained: torch.nn.Module, meta: dict[str, Any]) -> None:
+        """The base's own model directory, trained; its tokenizer gains the chat template
+        the trainer encodes with when it has none, so `apply_chat_template` gives the ids
+        it trained on."""
         out.mkdir(parents=True, exist_ok=True)
         trained.save_pretrained(str(out), safe_serialization=True)  # type: ignore[operator]
-        tokenizer.save_pretrained(str(out))
+        if tokenizer.chat_template is None:
+            tokenizer.chat_template = fixture.CHAT_TEMPLATE
+        tokenizer.save_pretrained(str(out), save_jinja_files=False)
         (out / "trainyard.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
 
     def decode(ids: list[int]) -> str:
         return str(tokenizer.decode(ids, skip_special_tokens=True))
 
     return Loaded(model=model, codec=codec, save=save, zero_stage=base.zero_stage, decode=decode)
+
+
+class CannotExport(ValueError):
+    """Why `export` wrote nothing: the base is not built in, or the directory holds files."""
+
+
+def export(name: str, out: Path) -> str:
+    """Write the built-in base `name` to `out` and return its `base_sha256`, the digest a
+    job's result names, so a user can check an adapter or a capability against the base
+    they hold. The fixture is a Hugging Face model directory; the decider, not a
+    transformers model, is its `model.safetensors` and `decider.json`. Either way the
+    sha256 of `model.safetensors` is the `base_sha256`."""
+    if name not in (FIXTURE_BASE, DECIDER_BASE):
+        local = Catalog.from_env(os.environ).get(name)
+        if local is not None:
+            raise CannotExport(
+                f"{name} is a Hugging Face base on local disk ({local.path}): it is a model "
+                "directory already; there is nothing to export"
+            )
+        raise CannotExport(
+            f"{name} is not a built-in base (those are {FIXTURE_BASE} and {DECIDER_BASE}); "
+            "a Hugging Face base a deployment trains is a model directory on its disk already"
+        )
+    if out.exists() and any(out.iterdir()):
+        raise CannotExport(f"{out} is not empty: export writes into a new or empty directory")
+    if name == DECIDER_BASE:
+        from executor import decider
+
+        return decider.write_base(out, DECIDER.revision)
+    model = fixture.build()
+    digest = fixture.weights_sha256(model)
+    meta: dict[str, object] = {
+        "base_model": name,
+        "revision": FIXTURE.revision,
+        "base_sha256": digest,
+    }
+    fixture.write_model_files(out, model.state_dict(), meta)
+    return digest

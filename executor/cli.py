@@ -1,11 +1,13 @@
-"""`trainyard executor`: run an executor on this machine. The `trainyard` command finds it
-by entry point."""
+"""`trainyard executor`: run an executor on this machine; `trainyard models export`: write
+a built-in base to disk. The `trainyard` command finds them by entry point."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 
 import click
@@ -83,3 +85,31 @@ def executor(
         agent.run()
     except KeyboardInterrupt:
         agent.stop()
+
+
+@click.command("export")
+@click.argument("name")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A new or empty directory to write the base into.",
+)
+def export(name: str, out: Path) -> None:
+    """Write the built-in base NAME to a directory and print its base_sha256.
+
+    The fixture is written as a Hugging Face model directory (config, safetensors, a
+    tokenizer with its chat template), so a job's LoRA adapter or capability applies to it
+    outside Trainyard. base_sha256 is the digest a job's result names, and the sha256 of
+    the directory's model.safetensors. Built here from code: no gateway is asked.
+    """
+    from executor import bases  # torch and transformers: loaded for this command only
+
+    try:
+        digest = bases.export(name, out)
+    except bases.CannotExport as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(json.dumps({"base_model": name, "base_sha256": digest, "dir": str(out)}, indent=2))

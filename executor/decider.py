@@ -413,8 +413,12 @@ def weights_sha256(model: nn.Module) -> str:
 
 
 def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
-    tensors = {k: v.detach().contiguous().cpu() for k, v in sorted(state.items())}
-    return hashlib.sha256(save(tensors)).hexdigest()
+    return hashlib.sha256(state_bytes(state)).hexdigest()
+
+
+def state_bytes(state: Mapping[str, torch.Tensor]) -> bytes:
+    """Weights as the safetensors bytes their sha256 is taken of (names in order)."""
+    return save({k: v.detach().contiguous().cpu() for k, v in sorted(state.items())})
 
 
 # -- projection ----------------------------------------------------------------------------
@@ -591,7 +595,8 @@ def write_capability(
     meta: Mapping[str, Any],
     probe_rows: Sequence[Decision],
 ) -> None:
-    """`capability.json`, `delta.safetensors` (the changed tensors as W − W₀) and the probe."""
+    """`capability.json`, `delta.safetensors` (the changed tensors as W − W₀), the probe,
+    and a README saying how to apply it outside Trainyard."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "delta.safetensors").write_bytes(save(dict(sorted(delta.items()))))
     mode = str((meta.get("adaptation") or {}).get("mode", "full"))
@@ -605,9 +610,56 @@ def write_capability(
         "config": config_json(),
     }
     (out / "capability.json").write_text(json.dumps(capability, indent=2, sort_keys=True))
+    (out / "README.md").write_text(readme(capability))
     model = Decider()
     model.load_state_dict(dict(served))
     write_probe(out, model, probe_rows, question)
+
+
+# How to use a capability, in the bundle: the base by name and sha256, and W = W₀ + Δ.
+README = """# A capability of {base_model}
+
+A delta to its base's weights that answers `{key}` ({type}: {labels}) at temperature
+{temperature}. `capability.json` describes it in full; `probe.json` holds answers to check.
+
+Base: `{base_model}` (revision {revision}), base_sha256 `{base_sha256}`.
+Get it (the sha256 of its `model.safetensors` is that base_sha256):
+
+    trainyard models export {base_model} -o base
+
+Apply the delta (W = W₀ + Δ for each tensor in `delta.safetensors`) and answer the probe's
+states, with this directory as `capability` (the model's code is Trainyard's `executor.decider`):
+
+```python
+import json
+from safetensors.torch import load_file
+from executor.decider import Answerer, Decider, question_of
+
+weights = load_file("base/model.safetensors")
+for name, delta in load_file("capability/delta.safetensors").items():
+    weights[name] = weights[name] + delta  # W = W₀ + Δ
+model = Decider()
+model.load_state_dict(weights)
+doc = json.load(open("capability/capability.json"))
+answerer = Answerer(model, question_of(doc["question"]), doc["temperature"])
+print(answerer.answer(json.load(open("capability/probe.json"))["states"]))  # probe.json's answers
+```
+"""
+
+
+def readme(capability: Mapping[str, Any]) -> str:
+    """The bundle's README.md: a capability is of no use to someone who cannot tell which
+    base it applies to, or how."""
+    question = capability["question"]
+    return README.format(
+        base_model=capability.get("base_model", DECIDER_BASE),
+        revision=capability.get("revision", ""),
+        base_sha256=capability["base_sha256"],
+        key=question["key"],
+        type=question["type"],
+        labels=", ".join(question["labels"]),
+        temperature=capability["temperature"],
+    )
 
 
 def write_checkpoint(
@@ -631,6 +683,24 @@ def write_checkpoint(
     model = Decider()
     model.load_state_dict(state)
     write_probe(out, model, probe_rows, question)
+
+
+def write_base(out: Path, revision: str) -> str:
+    """The base alone, as `trainyard models export` writes it: `model.safetensors`, whose
+    bytes are those `weights_sha256` hashes, and `decider.json` (its config). Returns that
+    sha256, the `base_sha256` a capability names."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = state_bytes(base_state())
+    (out / "model.safetensors").write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    doc = {
+        "base_model": DECIDER_BASE,
+        "revision": revision,
+        "base_sha256": digest,
+        "config": config_json(),
+    }
+    (out / "decider.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    return digest
 
 
 @dataclasses.dataclass

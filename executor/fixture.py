@@ -3,7 +3,8 @@ a seeded init, and a byte-level tokenizer. No download: the same weights on ever
 
 Chats are encoded as bytes: `<bos>`, then each message as `<|role|>\\n` + its text +
 `<eos>`. With `assistant_only` the loss sees an assistant message's text and its `<eos>`;
-with `full_sequence` it sees everything after `<bos>`.
+with `full_sequence` it sees everything after `<bos>`. `CHAT_TEMPLATE` is that encoding as
+a Hugging Face chat template, so a checkpoint's tokenizer repeats it outside Trainyard.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from trainyard.training.catalog import FixtureArchitecture
 
@@ -39,6 +40,7 @@ def config() -> LlamaConfig:
         bos_token_id=BOS,
         eos_token_id=EOS,
         tie_word_embeddings=False,
+        architectures=["LlamaForCausalLM"],
     )
 
 
@@ -60,14 +62,42 @@ def weights_sha256(model: torch.nn.Module) -> str:
     return hashlib.sha256(save(state)).hexdigest()
 
 
-def tokenizer_json() -> dict[str, object]:
-    return {
-        "type": "bytes",
-        "vocab_size": FixtureArchitecture().vocab_size,
-        "pad": PAD,
-        "bos": BOS,
-        "eos": EOS,
-    }
+# How `encode` lays out a chat, for `apply_chat_template`: the same bytes and special
+# tokens, so a tokenizer that splits at the header's newline and at its special tokens (the
+# fixture's bytes, byte-level BPE) gives the trainer's ids. Messages with blank text are left
+# out, as the trainer leaves them out of its examples.
+CHAT_TEMPLATE = (
+    "{% if bos_token %}{{ bos_token }}{% endif %}"
+    "{% for message in messages %}{% if message['content'] | trim %}"
+    "{{ '<|' + message['role'] + '|>\\n' + message['content'] + eos_token }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+
+def tokenizer() -> PreTrainedTokenizerFast:
+    """The byte tokenizer as a `tokenizers` one, for Hugging Face tools: each UTF-8 byte is
+    its own id (byte-level pre-tokenizer, a BPE with no merges), then pad, bos and eos,
+    with `CHAT_TEMPLATE`. It encodes text exactly as `BYTES` does."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    # The byte-level pre-tokenizer writes byte b as the character bytes_to_unicode()[b].
+    vocab = {char: byte for byte, char in bytes_to_unicode().items()}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = {PAD: "<pad>", BOS: "<bos>", EOS: "<eos>"}
+    # Added after the 256 bytes, in id order: they take ids 256, 257 and 258.
+    tok.add_special_tokens([AddedToken(specials[i], special=True) for i in sorted(specials)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=specials[PAD],
+        bos_token=specials[BOS],
+        eos_token=specials[EOS],
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=FixtureArchitecture().max_position_embeddings,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,12 +162,14 @@ def collate(
 def write_model_files(
     directory: Path, state: dict[str, torch.Tensor], extra: dict[str, object]
 ) -> None:
-    """A whole checkpoint: safetensors weights, the config and the tokenizer."""
+    """A whole checkpoint as a Hugging Face model directory (safetensors weights, the
+    config, the tokenizer with its chat template), and Trainyard's own `trainyard.json`.
+    The weights' bytes are those `weights_sha256` hashes, so a base written here has the
+    file sha256 that results name as `base_sha256`."""
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().cpu() for k, v in sorted(state.items())}
     (directory / "model.safetensors").write_bytes(save(tensors))
     (directory / "config.json").write_text(json.dumps(config().to_dict(), indent=2, sort_keys=True))
-    (directory / "tokenizer.json").write_text(
-        json.dumps(tokenizer_json(), indent=2, sort_keys=True)
-    )
+    # The template inside tokenizer_config.json, where older transformers read it too.
+    tokenizer().save_pretrained(str(directory), save_jinja_files=False)
     (directory / "trainyard.json").write_text(json.dumps(extra, indent=2, sort_keys=True))

@@ -24,7 +24,7 @@ from typing import Any
 
 from executor.protocol import emit, emit_end, evaluation_block
 from trainyard.ports import free_port
-from trainyard.training.catalog import DECIDER_BASE
+from trainyard.training.catalog import DECIDER_BASE, FIXTURE_BASE
 
 # What the functions below import that a warm process imports ahead (`executor.warm`):
 # peft brings transformers; executor.bases builds the fixture model.
@@ -494,6 +494,7 @@ class Trainer:
                 "evaluation": evaluation,
             }
             (out / "capability.json").write_text(json.dumps(capability, indent=2, sort_keys=True))
+            (out / "README.md").write_text(capability_readme(capability))
         probe = torch.tensor(
             [
                 fixture.encode(
@@ -510,6 +511,74 @@ class Trainer:
         (out / "probe.safetensors").write_bytes(
             save({"input_ids": probe, "logits": logits.contiguous()})
         )
+
+
+# -- a capability's README ---------------------------------------------------------------
+
+README = """# A capability of {base_model}
+
+What job {job_id} taught its base, kept apart from it: {what}.
+`capability.json` describes it in full; `probe.safetensors` holds input ids and the logits
+the trained model gave on them, to check against.
+
+Base: `{base_model}` (revision {revision}), base_sha256 `{base_sha256}`.
+{get_base}
+
+Apply it, with this directory as `capability`:
+
+```python
+{code}
+probe = load_file("capability/probe.safetensors")
+with torch.no_grad():
+    logits = model(input_ids=probe["input_ids"]).logits
+print(torch.allclose(logits, probe["logits"], atol=1e-5))  # True: the model the job served
+```
+"""
+GET_BUILT_IN = """Get it (the sha256 of its `model.safetensors` is that base_sha256):
+
+    trainyard models export {base_model} -o base"""
+GET_LOCAL = """It is the Hugging Face model on the deployment's disk: use its directory as `base`
+(base_sha256 is the sha256 of its weights saved as one safetensors file, names in order)."""
+APPLY = {
+    "delta": """import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("base", dtype=torch.float32)
+weights = model.state_dict()
+for name, delta in load_file("capability/delta.safetensors").items():
+    weights[name] = weights[name] + delta  # W = W₀ + Δ
+model.load_state_dict(weights)""",
+    "lora": """import json
+import torch
+from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+ad = json.load(open("capability/capability.json"))["adaptation"]
+lora = LoraConfig(r=ad["rank"], lora_alpha=ad["alpha"], target_modules=ad["targets"], task_type="CAUSAL_LM")
+model = get_peft_model(AutoModelForCausalLM.from_pretrained("base", dtype=torch.float32), lora)
+set_peft_model_state_dict(model, load_file("capability/lora.safetensors"))""",
+}
+WHAT = {
+    "delta": "each weight's change, W − W₀, in `delta.safetensors`",
+    "lora": "a LoRA adapter's weights (peft's names) in `lora.safetensors`",
+}
+
+
+def capability_readme(capability: dict[str, Any]) -> str:
+    """How to load and apply a capability outside Trainyard: which base, by name and
+    sha256, and a few lines of Python that rebuild the served model and check the probe."""
+    name, form = capability["base_model"], capability["form"]
+    return README.format(
+        base_model=name,
+        job_id=capability["job_id"],
+        revision=capability["revision"],
+        what=WHAT[form],
+        base_sha256=capability["base_sha256"],
+        get_base=(GET_BUILT_IN if name == FIXTURE_BASE else GET_LOCAL).format(base_model=name),
+        code=APPLY[form],
+    )
 
 
 if __name__ == "__main__":

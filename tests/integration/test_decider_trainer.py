@@ -15,6 +15,7 @@ import pytest
 from safetensors.torch import load_file
 
 from executor import decider, protocol
+from tests.integration.test_outputs import export_base, run_readme
 from tests.integration.test_trainer import events_of, result, series, start, task_dir
 from trainyard.training import decisions
 
@@ -155,6 +156,7 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(
         "capability.json",
         "delta.safetensors",
         "probe.json",
+        "README.md",
     }
     manifest = json.loads((output / "capability.json").read_text())
     assert manifest["form"] == "delta" and manifest["serves"] == "head"
@@ -167,6 +169,20 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(
     graded = grades_of(events)["queue"]["trained"]
     regraded = decider.grade_model(loaded.model, decisions.split(decisions.fixture_rows())[1])
     assert regraded.to_json() == pytest.approx(graded, abs=1e-12)
+
+
+def test_a_capability_s_readme_answers_as_graded_on_the_exported_base(
+    queue_run: tuple[Path, list[dict[str, Any]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    output = queue_run[0] / "output"
+    readme = (output / "README.md").read_text()
+    assert "fixture-tiny-decider" in readme and decider.BASE_SHA256 in readme
+    base = tmp_path / "base"
+    assert export_base("fixture-tiny-decider", base) == result(queue_run[1])["base_sha256"]
+    printed = run_readme(output, base, tmp_path / "user", monkeypatch)
+    assert json.loads(printed) == json.loads((output / "probe.json").read_text())["answers"]
 
 
 def test_a_cancel_keeps_what_was_trained_and_a_resume_continues_it(

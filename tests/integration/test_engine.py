@@ -166,7 +166,10 @@ def test_sampling_repeats_with_its_seed_and_leaves_gradients_alone() -> None:
     greedy = sample(e, 24, temperature=0, max_tokens=12, seed=1)
     assert greedy == sample(e, 25, temperature=0, max_tokens=12, seed=2)
     first, second = greedy["sequences"]
-    assert first == second
+    # A batch's rows agree token for token; their logprobs only to float rounding, as each
+    # row's sums may run in another order.
+    assert first["tokens"] == second["tokens"] and first["text"] == second["text"]
+    assert first["logprobs"] == pytest.approx(second["logprobs"], rel=1e-5)
     assert first["text"] == bytes(first["tokens"]).decode(errors="replace")
     assert same(grads(e), grad)
 

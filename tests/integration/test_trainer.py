@@ -142,6 +142,7 @@ def test_a_checkpoint_output_loads_back_into_the_trained_model(
         "model.safetensors",
         "config.json",
         "tokenizer.json",
+        "tokenizer_config.json",
         "trainyard.json",
         "probe.safetensors",
     }
@@ -151,6 +152,21 @@ def test_a_checkpoint_output_loads_back_into_the_trained_model(
     assert json.loads((output / "trainyard.json").read_text())[
         "base_sha256"
     ] == fixture.weights_sha256(fixture.build())
+
+
+def test_a_checkpoint_output_is_a_hugging_face_model_directory(
+    full_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    output = full_run[0] / "output"
+    tokenizer = AutoTokenizer.from_pretrained(str(output))
+    chat = [("system", "Answer briefly."), ("user", "Reverse: probe"), ("assistant", "eborp")]
+    messages = [{"role": role, "content": content} for role, content in chat]
+    trained_on = fixture.encode(chat, loss_mask="full_sequence", max_seq_length=256)
+    templated = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)
+    assert templated["input_ids"] == trained_on.input_ids
+    probe_matches(AutoModelForCausalLM.from_pretrained(str(output)), output)
 
 
 def test_a_lora_run_writes_an_adapter_that_reproduces_the_model(tmp_path: Path) -> None:

@@ -192,6 +192,9 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(tmp_path: Path) -> No
         "key": "queue", "type": "choice", "instructions": "which queue",
         "labels": ["billing", "bug", "other"],
     }  # fmt: skip
+    readme = (tmp_path / "README.md").read_text()
+    assert doc["base_sha256"] == meta["base_sha256"] and meta["base_sha256"] in readme
+    assert "trainyard models export fixture-tiny-decider -o base" in readme
     loaded = decider.load(tmp_path)
     probe = json.loads((tmp_path / "probe.json").read_text())
     assert loaded.answer(probe["states"]) == probe["answers"]
