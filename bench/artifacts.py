@@ -1,5 +1,6 @@
 """Upload and download throughput through the whole path a user takes: grant from the
-gateway, PUT straight to the object store (SSE-C), read-back confirmation, presigned GET
+gateway, PUT straight to the object store (SSE-C), read-back confirmation (the rows
+checked as a dataset), presigned GET
 with verification — against one stack started for the run.
 
     python bench/artifacts.py [--sizes 1,16,64] (MiB)
@@ -17,6 +18,16 @@ from bench.stack import running
 from trainyard.sdk import Client
 
 
+def rows(size: int) -> bytes:
+    """About `size` bytes of chat rows, incompressible (an upload is checked as a dataset,
+    so the figure includes reading it back as one)."""
+    line = b'{"messages": [{"role": "user", "content": "%s"}, {"role": "assistant", "content": "%s"}]}\n'
+    out = bytearray()
+    while len(out) < size:
+        out += line % (os.urandom(1024).hex().encode(), os.urandom(1024).hex().encode())
+    return bytes(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1,16,64", help="object sizes in MiB")
@@ -29,7 +40,7 @@ def main() -> None:
     ):
         for mib in (int(s) for s in args.sizes.split(",")):
             source = Path(work) / f"blob-{mib}"
-            source.write_bytes(os.urandom(mib * 1024 * 1024))
+            source.write_bytes(rows(mib * 1024 * 1024))
             marks: dict[str, float] = {}
 
             def progress(done: int, total: int, marks: dict[str, float] = marks) -> None:

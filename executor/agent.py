@@ -82,6 +82,7 @@ class Agent:
         work = config.work_root / config.machine
         self.warm = WarmTrainer(config.trainer, work, trainer_env(work))
         self.connected = threading.Event()
+        self._welcomed = False  # a later welcome is a reconnection
         # The live session's outbox; None between sessions.
         self._outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] | None = None
 
@@ -242,6 +243,15 @@ class Agent:
     def _dispatch(self, message: claim_service_pb2.ConnectResponse) -> None:
         kind = message.WhichOneof("kind")
         if kind == "welcome":
+            welcome = message.welcome
+            # One line a session, so whoever started the executor sees it is serving (and
+            # that it came back after a break) without reading metrics.
+            log.info(
+                "%s to %s as executor %s (machine %s); %d tasks resumed, %d lost",
+                "reconnected" if self._welcomed else "connected", self.config.url,
+                welcome.executor_id, self.config.machine, len(welcome.resumed), len(welcome.lost),
+            )  # fmt: skip
+            self._welcomed = True
             self.connected.set()
             self.metrics.connected.set(1)
             for task_id in message.welcome.lost:

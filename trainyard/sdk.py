@@ -24,6 +24,8 @@ import concurrent.futures
 import hashlib
 import os
 import queue
+import tarfile
+import tempfile
 import threading
 import time
 import uuid
@@ -38,6 +40,7 @@ from google.protobuf import json_format, struct_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from trainyard import packing
 from trainyard.artifact.v1 import (
     artifact_pb2,
     artifact_service_pb2,
@@ -70,6 +73,7 @@ class TrainyardError(Exception):
         metadata: Mapping[str, str],
         *,
         answered: bool = True,
+        violations: Sequence[tuple[str, str]] = (),
     ) -> None:
         super().__init__(f"{reason}: {message}")
         self.code = code
@@ -78,22 +82,29 @@ class TrainyardError(Exception):
         self.metadata = dict(metadata)
         # False when no Trainyard service answered (the gateway could not be reached).
         self.answered = answered
+        # The fields at fault and what is wrong with each (the status's BadRequest).
+        self.violations = list(violations)
 
     @classmethod
     def from_rpc(cls, exc: grpc.RpcError) -> TrainyardError:
         status = rpc_status.from_call(exc)  # type: ignore[arg-type]
-        reason, metadata = "", {}
+        reason, metadata, violations = "", {}, []
         for detail in status.details if status else ():
             if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
                 info = error_details_pb2.ErrorInfo()
                 detail.Unpack(info)
                 reason, metadata = info.reason, dict(info.metadata)
+            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                detail.Unpack(bad)
+                violations = [(v.field, v.description) for v in bad.field_violations]
         code = exc.code()  # type: ignore[attr-defined]
         return cls(
             code, reason or code.name, exc.details() or "", metadata,  # type: ignore[attr-defined]
             answered=bool(reason)
             or code != grpc.StatusCode.UNAVAILABLE
             or "failed to connect" not in (exc.details() or ""),  # type: ignore[attr-defined]
+            violations=violations,
         )  # fmt: skip
 
 
@@ -245,11 +256,30 @@ class Client:
         except grpc.RpcError as exc:
             raise TrainyardError.from_rpc(exc) from None
 
-    def metrics(self, job_id: str, *names: str) -> list[event_pb2.MetricSeries]:
-        return list(
-            self._call(
-                "ListJobMetrics", job_service_pb2.ListJobMetricsRequest(id=job_id, names=names)
-            ).series
+    def metrics(
+        self, job_id: str, *names: str, max_points: int = 0
+    ) -> list[event_pb2.MetricSeries]:
+        """The job's series (`names`, or all); `max_points` cuts each to that many points
+        keeping its shape and spikes."""
+        request = job_service_pb2.ListJobMetricsRequest(
+            id=job_id, names=names, max_points=max_points
+        )
+        return list(self._call("ListJobMetrics", request).series)
+
+    def dataset_items(
+        self, job_id: str, *, offset: int = 0, limit: int = 0, search: str = "", split: str = ""
+    ) -> job_service_pb2.ListJobDatasetItemsResponse:
+        """A page of the examples the job trained on, each with its first messages (cut);
+        `dataset_item` reads one whole."""
+        request = job_service_pb2.ListJobDatasetItemsRequest(
+            id=job_id, offset=offset, limit=limit, search=search, split=split
+        )
+        return self._call("ListJobDatasetItems", request)
+
+    def dataset_item(self, job_id: str, item_id: str) -> job_pb2.DatasetItem:
+        """One example the job trained on, with its messages exactly as the job used them."""
+        return self._call(
+            "GetJobDatasetItem", job_service_pb2.GetJobDatasetItemRequest(id=job_id, item=item_id)
         )
 
     def attempts(self, job_id: str) -> list[attempt_pb2.Attempt]:
@@ -289,14 +319,16 @@ class Client:
 
     def upload(
         self,
-        path: Path,
+        path: str | os.PathLike[str],
         *,
         name: str | None = None,
         kind: str = "dataset",
         progress: Callable[[int, int], None] | None = None,
     ) -> artifact_pb2.Artifact:
         """Hash a file, ask for a grant, PUT the bytes (unless the org holds them already),
-        and have the service read them back and verify them."""
+        and have the service read them back and verify them (a dataset is refused there,
+        and deleted, unless its rows are ones a job can train on)."""
+        path = Path(path)
         sha256, size = file_sha256(path)
         grant = self._call(
             "CreateArtifact",
@@ -327,7 +359,10 @@ class Client:
                                     progress(sent, size)
                                 yield chunk
 
-                    answer = http.put(url, content=body(), headers=headers)
+                    try:
+                        answer = http.put(url, content=body(), headers=headers)
+                    except httpx.TransportError:
+                        raise _unreachable_store() from None
                     if answer.status_code >= 300:
                         raise TrainyardError(
                             grpc.StatusCode.FAILED_PRECONDITION,
@@ -359,30 +394,93 @@ class Client:
                 return
 
     def download(
-        self, sha256: str, target: Path, *, progress: Callable[[int, int], None] | None = None
+        self,
+        sha256: str,
+        target: str | os.PathLike[str],
+        *,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Path:
-        """Download an object and verify its sha256 before it lands at `target`."""
+        """Download an object and verify its sha256 before it lands at `target`; nothing
+        is left behind when it does not verify."""
+        target = Path(target)
         artifact = self.get_artifact(sha256)
         partial = target.with_name(target.name + ".partial")
         digest, got = hashlib.sha256(), 0
-        with httpx.stream(
-            "GET", artifact.url, headers=dict(artifact.headers), timeout=600
-        ) as answer:
-            answer.raise_for_status()
-            with partial.open("wb") as fh:
-                for chunk in answer.iter_bytes(1 << 20):
-                    fh.write(chunk)
-                    digest.update(chunk)
-                    got += len(chunk)
-                    if progress:
-                        progress(got, int(artifact.size))
+        try:
+            with httpx.stream(
+                "GET", artifact.url, headers=dict(artifact.headers), timeout=600
+            ) as answer:
+                if answer.status_code >= 300:
+                    raise TrainyardError(
+                        grpc.StatusCode.UNAVAILABLE,
+                        "DOWNLOAD_REFUSED",
+                        f"The object store refused the download ({answer.status_code}).",
+                        {},
+                    )
+                with partial.open("wb") as fh:
+                    for chunk in answer.iter_bytes(1 << 20):
+                        fh.write(chunk)
+                        digest.update(chunk)
+                        got += len(chunk)
+                        if progress:
+                            progress(got, int(artifact.size))
+        except httpx.TransportError:
+            partial.unlink(missing_ok=True)
+            raise _unreachable_store() from None
         if digest.hexdigest() != sha256:
             partial.unlink(missing_ok=True)
             raise TrainyardError(
-                grpc.StatusCode.DATA_LOSS, "ARTIFACT_MISMATCH", "The download did not verify.", {}
+                grpc.StatusCode.DATA_LOSS,
+                "ARTIFACT_MISMATCH",
+                "The downloaded bytes do not have the sha256 asked for; nothing was kept.",
+                {"sha256": sha256},
             )
         partial.replace(target)
         return target
+
+    def download_job(
+        self,
+        job_id: str,
+        directory: str | os.PathLike[str],
+        *,
+        state: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Path:
+        """Download a job's result (`state`: its resumable training state instead), verify
+        its sha256 and unpack it into `directory`, which must not exist or be empty. It is
+        unpacked beside it first and moved there whole, so a failed download, check or
+        unpack leaves nothing. Raises `RESULT_UNAVAILABLE` (or `CHECKPOINT_UNAVAILABLE`)
+        while the job has none."""
+        directory = Path(directory)
+        result = self.get_job(job_id).result
+        sha256 = result.checkpoint_sha256 if state else result.sha256
+        if not sha256:
+            what = "resumable state" if state else "result"
+            raise TrainyardError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "CHECKPOINT_UNAVAILABLE" if state else "RESULT_UNAVAILABLE",
+                f"The job has no verified {what} to download (yet).",
+                {"job": job_id},
+            )
+        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+            raise FileExistsError(f"{directory} exists and is not an empty directory")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(
+            prefix=f".{directory.name}.", dir=directory.parent
+        ) as work:
+            packed = self.download(sha256, Path(work) / "packed.tar", progress=progress)
+            try:
+                with packed.open("rb") as fh:
+                    packing.unpack(fh, Path(work) / "files")
+            except tarfile.TarError:
+                raise TrainyardError(
+                    grpc.StatusCode.DATA_LOSS,
+                    "ARTIFACT_UNPACKABLE",
+                    "The object is not a directory packed as a job's output; nothing was kept.",
+                    {"sha256": sha256},
+                ) from None
+            os.replace(Path(work) / "files", directory)
+        return directory
 
     def delete_artifact(self, sha256: str) -> bool:
         return bool(
@@ -494,6 +592,15 @@ class Client:
             yield from page.clients
             if not (token := page.next_page_token):
                 return
+
+
+def _unreachable_store() -> TrainyardError:
+    return TrainyardError(
+        grpc.StatusCode.UNAVAILABLE,
+        "OBJECT_STORE_UNREACHABLE",
+        "The object store named by the grant did not answer.",
+        {},
+    )
 
 
 def file_sha256(path: Path) -> tuple[str, int]:

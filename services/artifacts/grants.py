@@ -3,7 +3,8 @@ datasets, GrantJobArtifact for a job's outputs) is a presigned PUT signed over t
 the sha256 checksum and the object's SSE-C key, or for larger bytes one presigned part per
 `PART_SIZE`, each signed over its length and the key (`objects.py`). The object's row is
 `pending` until the upload is confirmed (ConfirmArtifact, ConfirmJobArtifact): read back
-from the store and kept only if it is exactly the bytes granted, encrypted."""
+from the store and kept only if it is exactly the bytes granted, encrypted, and (a
+dataset) rows a job can train on."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from services.artifacts.crypto import OrgKeys
 from services.artifacts.objects import PART_SIZE, ObjectStore
 from services.artifacts.reads import ArtifactReads
 from services.artifacts.retention import Retention
-from services.core import audit, errors
+from services.core import audit, datasets, errors
 from services.core.auth import Principal
 from services.core.config import Config
+from services.core.datasets import MAX_DATASET_BYTES
 from services.core.money import storage, windows
 from services.core.store import Store
 from services.core.tables import ObjectRow
@@ -196,7 +198,7 @@ class Grants:
             ):
                 raise errors.NotFound()
             key = self._keys.object_key(session, org, sha256)
-            upload_id, size, status = row.upload_id, row.size, row.status
+            upload_id, size, status, kind = row.upload_id, row.size, row.status, row.kind
         if status == "stored":
             if job_id:
                 store.retry(lambda: self._confirm_link(org, sha256, job_id))
@@ -205,22 +207,39 @@ class Grants:
                 if not job_id
                 else self._reads.job_artifact(org, job_id, sha256)
             )
+        dataset = kind == "dataset"
+        if dataset and size > MAX_DATASET_BYTES:
+            if upload_id:
+                self._objects.abort_multipart(org, sha256, upload_id)
+            self._discard(org, sha256)
+            raise errors.ValidationError(
+                "size",
+                "is larger than a dataset a job can train on",
+                metadata={"limit": str(MAX_DATASET_BYTES)},
+            )
         if upload_id and not self._objects.complete_multipart(org, sha256, upload_id, key):
             raise errors.FailedPrecondition(
                 "The object's bytes have not arrived.", reason="ARTIFACT_NOT_UPLOADED"
             )
-        back = self._objects.read_back(org, sha256, key)
+        back = self._objects.read_back(org, sha256, key, keep=dataset)
         if back is None:
             raise errors.FailedPrecondition(
                 "The object's bytes have not arrived.", reason="ARTIFACT_NOT_UPLOADED"
             )
         if back.sha256 != sha256 or back.size != size or not back.encrypted:
-            self._objects.delete(org, sha256)
-            store.retry(lambda: self._forget(org, sha256))
+            self._discard(org, sha256)
             raise errors.FailedPrecondition(
                 "The uploaded bytes read back otherwise than granted and were deleted.",
                 reason="ARTIFACT_MISMATCH",
             )
+        if dataset:
+            # Checked as a job's create would read it, so no bytes a job would refuse are
+            # kept: the upload is refused here, with the row's line, and deleted.
+            try:
+                datasets.check_upload(back.data or b"")
+            except errors.DomainError:
+                self._discard(org, sha256)
+                raise
         store.retry(lambda: self._stored(org, sha256, job_id))
         if job_id:
             return self._reads.job_artifact(org, job_id, sha256)
@@ -249,6 +268,11 @@ class Grants:
             if row is None:
                 raise errors.NotFound()
             self._link(session, org, job_id, row, row.kind, row.name)
+
+    def _discard(self, org: str, sha256: str) -> None:
+        """Delete an upload that is not kept, bytes and row."""
+        self._objects.delete(org, sha256)
+        store.retry(lambda: self._forget(org, sha256))
 
     def _forget(self, org: str, sha256: str) -> None:
         with self._store.unit() as session:

@@ -51,6 +51,7 @@ class ReadBack:
     sha256: str
     size: int
     encrypted: bool
+    data: bytes | None = None  # the plaintext, when the read was asked to keep it
 
 
 class ObjectStore:
@@ -180,19 +181,25 @@ class ObjectStore:
         finally:
             body.close()
 
-    def read_back(self, org: str, sha256: str, key: bytes) -> ReadBack | None:
-        """Hash the object as stored; None when it is not there under this key."""
+    def read_back(
+        self, org: str, sha256: str, key: bytes, *, keep: bool = False
+    ) -> ReadBack | None:
+        """Hash the object as stored, keeping its bytes too when `keep` (so one read both
+        verifies and checks them); None when it is not there under this key."""
         try:
             head = self._s3.head_object(
                 Bucket=self.bucket, Key=self.key(org, sha256), **self._sse(key)
             )
         except ClientError:
             return None
-        digest, size = hashlib.sha256(), 0
+        digest, size, kept = hashlib.sha256(), 0, []
         for chunk in self.stream(org, sha256, key):
             digest.update(chunk)
             size += len(chunk)
-        return ReadBack(digest.hexdigest(), size, head.get("SSECustomerAlgorithm") == SSE_ALGORITHM)
+            if keep:
+                kept.append(chunk)
+        encrypted = head.get("SSECustomerAlgorithm") == SSE_ALGORITHM
+        return ReadBack(digest.hexdigest(), size, encrypted, b"".join(kept) if keep else None)
 
     def delete(self, org: str, sha256: str) -> None:
         self._s3.delete_object(Bucket=self.bucket, Key=self.key(org, sha256))

@@ -11,6 +11,7 @@ import httpx
 
 from services.core import errors
 from services.core.config import Config
+from services.core.datasets import MAX_DATASET_BYTES
 from trainyard import uploads
 from trainyard.artifact.v1 import (
     artifact_pb2,
@@ -18,8 +19,6 @@ from trainyard.artifact.v1 import (
     artifact_service_pb2_grpc,
     provenance_pb2,
 )
-
-MAX_DATASET_BYTES = 512 * 1024 * 1024
 
 
 def gateway_target(url: str) -> str:

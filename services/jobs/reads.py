@@ -165,7 +165,7 @@ class JobReads:
                 session, org, sha256, split=split, search=search, offset=offset, limit=limit + 1
             )
             answer = job_service_pb2.ListJobDatasetItemsResponse(
-                items=[view.item_proto(i, messages=False) for i in items[:limit]],
+                items=[view.item_proto(i, messages="preview") for i in items[:limit]],
                 offset=offset,
                 limit=limit,
                 has_more=len(items) > limit,
@@ -186,4 +186,4 @@ class JobReads:
             item = store.snapshot_item(session, row.org, row.dataset_sha256, item_id)
             if item is None:
                 raise errors.NotFound()
-            return view.item_proto(item, messages=True)
+            return view.item_proto(item, messages="whole")

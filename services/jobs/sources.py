@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from services.core import errors
+from services.core import datasets, errors
 from trainyard.training import decisions
 from trainyard.training.catalog import FIXTURE_DATASET
 from trainyard.training.datasets import DatasetError, Row, fixture_rows, parse_jsonl
@@ -58,9 +58,5 @@ def held_out(kind: str) -> Callable[[Row], bool] | None:
 
 
 def domain_error(exc: DatasetError) -> errors.DomainError:
-    """A dataset refusal as the contract answers it."""
-    if exc.reason == "DATASET_SELECTION_INVALID":
-        return errors.ValidationError(exc.field, str(exc), reason=exc.reason)
-    return errors.FailedPrecondition(
-        str(exc), reason=exc.reason, metadata={"field": exc.field, **exc.metadata}
-    )
+    """A dataset refusal as the contract answers it (as an upload's check answers it)."""
+    return datasets.refusal(exc)

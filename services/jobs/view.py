@@ -4,6 +4,7 @@ trained on, and its attempts, events and dataset items as protos."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from google.protobuf import json_format
 from sqlalchemy.orm import Session
@@ -15,6 +16,10 @@ from services.jobs import store
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
 
 PREVIEW_ITEMS = 50
+# A preview (a job's `chats`, a page of its dataset) shows each example's first messages,
+# each cut, so a page of 200 stays well inside one gRPC message; an item's own read
+# (GetJobDatasetItem) answers them whole.
+PREVIEW_MESSAGES, PREVIEW_CHARS = 8, 300
 ts = view.ts
 
 
@@ -39,20 +44,31 @@ def _preview(session: Session, row: JobRow, job: job_pb2.Job) -> None:
     if snap is None:
         return
     items = store.snapshot_items(session, row.org, row.dataset_sha256, limit=PREVIEW_ITEMS)
-    job.chats.extend(item_proto(i, messages=False) for i in items)
+    job.chats.extend(item_proto(i, messages="preview") for i in items)
     job.chat_count, job.message_count = snap.item_count, snap.message_count
     job.chats_truncated = snap.item_count > len(items)
 
 
-def item_proto(item: SnapshotItemRow, *, messages: bool) -> job_pb2.DatasetItem:
+def item_proto(
+    item: SnapshotItemRow, *, messages: Literal["preview", "whole"]
+) -> job_pb2.DatasetItem:
     out = job_pb2.DatasetItem(
         id=item.item_id, name=item.name, message_count=item.message_count, split=item.split
     )
-    if messages:
+    if messages == "whole":
         out.messages.extend(
             job_pb2.Message(role=m["role"], content=m["content"]) for m in item.messages
         )
+    else:
+        out.messages.extend(
+            job_pb2.Message(role=m["role"], content=_cut(m["content"]))
+            for m in item.messages[:PREVIEW_MESSAGES]
+        )
     return out
+
+
+def _cut(content: str) -> str:
+    return content if len(content) <= PREVIEW_CHARS else content[: PREVIEW_CHARS - 1] + "…"
 
 
 def attempt_proto(row: AttemptRow) -> attempt_pb2.Attempt:

@@ -85,7 +85,8 @@ def test_a_job_on_an_uploaded_dataset_over_rest(api: httpx.Client) -> None:
 def test_another_orgs_sha256_answers_exactly_as_an_unknown_one(
     api: httpx.Client, stack: StackProcess, member_key: str
 ) -> None:
-    digest = upload(api, ROWS + secrets.token_hex(4).encode())
+    unique = {"messages": [{"role": "user", "content": secrets.token_hex(4)}]}
+    digest = upload(api, ROWS + json.dumps(unique).encode() + b"\n")
     other = httpx.Client(base_url=stack.url, headers={"authorization": f"Bearer {member_key}"})
     foreign, unknown = (
         other.get(f"/v1/train/artifacts/{digest}"),

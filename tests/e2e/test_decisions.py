@@ -4,6 +4,7 @@ and publishing; and a decision job over the CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -147,12 +148,18 @@ def test_uploaded_decision_rows_train_and_a_bad_line_is_named(stack: StackProces
     ) as api:
         protect = {"suites": ["spam"], "projection": {}}
         body = {**BODY, "hyperparameters": {"max_steps": 20}, "protect": protect}
+        # A bad line is refused as the upload is confirmed, before any job names it.
         bad = good + b'{"state": "two questions", "questions": {}, "target": {}}\n'
-        refused = api.post(
-            "/v1/train/jobs", json={**body, "dataset": {"uri": f"artifact:{upload(api, bad)}"}}
-        )
+        digest = hashlib.sha256(bad).hexdigest()
+        grant = api.post(
+            "/v1/train/artifacts",
+            json={"kind": "dataset", "name": "bad.jsonl", "sha256": digest, "size": len(bad)},
+        ).json()
+        httpx.put(grant["upload"]["url"], content=bad, headers=grant["upload"]["headers"])
+        refused = api.post(f"/v1/train/artifacts/{digest}/confirm", json={})
         assert (refused.status_code, refused.json()["code"]) == (422, "DATASET_UNUSABLE")
         assert "121" in refused.json()["detail"] and "two questions" not in refused.text
+        assert api.get(f"/v1/train/artifacts/{digest}").status_code == 404
 
         made = api.post(
             "/v1/train/jobs", json={**body, "dataset": {"uri": f"artifact:{upload(api, good)}"}}

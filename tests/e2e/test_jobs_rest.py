@@ -138,6 +138,9 @@ def test_the_snapshot_pages_and_items(api: httpx.Client) -> None:
         f"/v1/train/jobs/{job['id']}/dataset", params={"offset": 0, "limit": 25, "split": "eval"}
     ).json()
     assert page["total"] == 8 and len(page["items"]) == 8 and page["has_more"] is False
+    # The preview answers each example's messages (the job's `chats` too), not just a count.
+    assert [m["role"] for m in page["items"][0]["messages"]] == ["user", "assistant"]
+    assert read["chats"][0]["messages"][0]["content"].startswith("Reverse:")
     searched = api.get(f"/v1/train/jobs/{job['id']}/dataset", params={"search": "upper"}).json()
     assert searched["search_applied"] is True and "total" not in searched
     item = api.get(f"/v1/train/jobs/{job['id']}/dataset/{searched['items'][0]['id']}").json()

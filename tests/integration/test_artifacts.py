@@ -37,6 +37,14 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def chats(*contents: str) -> bytes:
+    """A dataset (the only kind an org uploads is checked as one): a chat row a content."""
+    return "".join(
+        json.dumps({"messages": [{"role": "user", "content": c}]}, ensure_ascii=False) + "\n"
+        for c in contents
+    ).encode()
+
+
 class Org:
     """A fresh org with a member key, talking to ArtifactService (and JobService)."""
 
@@ -170,7 +178,7 @@ def test_an_expired_grant_is_refused(s3_config: Config, store: Store, seaweed: S
 
 
 def test_a_kind_filter_outside_the_kinds_is_refused_with_them(org: Org) -> None:
-    digest = org.upload(b"{}\n")
+    digest = org.upload(chats("hi"))
     listed = org.call("ListArtifacts", artifact_service_pb2.ListArtifactsRequest(kind="dataset"))
     assert [a.sha256 for a in listed.artifacts] == [digest] and listed.total_size == 1
     with pytest.raises(grpc.RpcError) as caught:
@@ -186,7 +194,7 @@ def test_another_orgs_grant_and_object_answer_as_unknown(
     org: Org, store: Store, artifacts: ServiceThread
 ) -> None:
     other = Org(store, artifacts)
-    data = os.urandom(2048)
+    data = chats(secrets.token_hex(1024))
     digest = org.upload(data)
     unknown = sha(b"never uploaded")
     for method, request in [
@@ -209,12 +217,15 @@ def test_another_orgs_grant_and_object_answer_as_unknown(
 def test_two_hundred_uploads_of_random_sizes_round_trip_bit_exact(org: Org) -> None:
     rng = random.Random(7)
     for _ in range(200):
-        data = rng.randbytes(rng.choice([1, rng.randint(2, 4096), rng.randint(4097, 262_144)]))
+        size = rng.choice([1, rng.randint(2, 4096), rng.randint(4097, 200_000)])
+        data = chats(rng.randbytes(size).decode("latin-1"))  # multi-byte UTF-8 too
         assert org.download(org.upload(data)) == data
 
 
 def test_a_large_object_goes_up_in_parts_and_verifies(org: Org) -> None:
-    data = os.urandom(64 * 1024 * 1024 + 4099)
+    frame = chats("")
+    size = 64 * 1024 * 1024 + 4099 - len(frame)
+    data = chats(os.urandom(size // 2 + 1).hex()[:size])
     grant = org.grant(data)
     assert not grant.HasField("upload") and [p.size for p in grant.parts] == [
         64 * 1024 * 1024,
@@ -244,7 +255,7 @@ def test_bytes_that_read_back_otherwise_are_deleted(org: Org, seaweed: SeaweedFS
 
 def test_no_plaintext_reaches_the_store_disks(org: Org, seaweed: SeaweedFS) -> None:
     marker = f"PLAINTEXT-MARKER-{secrets.token_hex(8)}".encode()
-    org.upload(marker * 500)
+    org.upload(chats(marker.decode() * 500))
     found = subprocess.run(
         ["grep", "-rl", marker.decode(), str(seaweed.home)], capture_output=True, text=True
     )
@@ -365,7 +376,6 @@ def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: St
 @pytest.mark.parametrize(
     ("rows", "extra", "reason"),
     [
-        ([], {}, "DATASET_EMPTY"),
         (
             [
                 {
@@ -384,11 +394,97 @@ def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: St
 def test_an_uploaded_dataset_is_checked_at_create(
     reader_org: Org, rows: list, extra: dict, reason: str
 ) -> None:  # type: ignore[type-arg]
-    data = jsonl(rows) or b"\n"
-    digest = reader_org.upload(data)
+    digest = reader_org.upload(jsonl(rows))
     with pytest.raises(grpc.RpcError) as caught:
         create_job(reader_org, f"artifact:{digest}", **extra)
     assert reason_of(caught.value) == reason
+
+
+DECISION = {
+    "state": "please reply now",
+    "questions": {"urgent": {"type": "noul", "criteria": ["no", "yes"]}},
+    "target": {"urgent": [0, 1]},
+}
+
+
+@pytest.mark.parametrize(
+    ("data", "reason", "line"),
+    [
+        (
+            jsonl([ROWS[0], {"messages": [{"role": "bot", "content": "x"}]}]),
+            "DATASET_UNUSABLE",
+            "2",
+        ),
+        (jsonl(ROWS[:3]) + b"not json\n", "DATASET_UNUSABLE", "4"),
+        (jsonl([DECISION, {**DECISION, "questions": {}}]), "DATASET_UNUSABLE", "2"),
+        (b"\n \n", "DATASET_EMPTY", None),
+    ],
+    ids=["chat", "not-json", "decision", "empty"],
+)
+def test_an_upload_that_is_no_dataset_is_refused_with_its_line_and_deleted(
+    org: Org, seaweed: SeaweedFS, data: bytes, reason: str, line: str | None
+) -> None:
+    grant = org.grant(data)
+    assert httpx.put(grant.upload.url, content=data, headers=dict(grant.upload.headers)).is_success
+    with pytest.raises(grpc.RpcError) as caught:
+        org.call("ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(data)))
+    assert reason_of(caught.value) == reason
+    assert info_of(caught.value).get("line") == line
+    assert stored_keys(seaweed, org.name) == []
+    get = artifact_service_pb2.GetArtifactRequest(sha256=sha(data))
+    assert org.refused("GetArtifact", get) == "NOT_FOUND"
+    assert not org.grant(data).stored  # nothing of it is held: a new upload starts over
+
+
+def test_decision_rows_are_kept_as_a_dataset_too(org: Org) -> None:
+    """A decision base's job names its upload with kind `dataset`, as a chat job does."""
+    data = jsonl([DECISION, {**DECISION, "state": "whenever", "target": {"urgent": [1, 0]}}])
+    digest = org.upload(data)
+    got = org.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=digest))
+    assert (got.kind, got.status) == ("dataset", "stored")
+
+
+def test_a_dataset_larger_than_a_job_reads_is_refused_at_confirmation(
+    org: Org, seaweed: SeaweedFS
+) -> None:
+    size = 512 * 1024 * 1024 + 1
+    grant = org.grant(b"", sha256=sha(b"large"), size=size)
+    assert len(grant.parts) == 9  # nothing need be sent: the size alone refuses it
+    with pytest.raises(grpc.RpcError) as caught:
+        org.call(
+            "ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(b"large"))
+        )
+    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert info_of(caught.value) == {"field": "size", "limit": str(512 * 1024 * 1024)}
+    assert not org.grant(b"", sha256=sha(b"large"), size=size).stored
+
+
+def test_a_preview_answers_each_examples_first_messages_cut(reader_org: Org) -> None:
+    long = "ab" * 400
+    turns = [{"role": ("user", "assistant")[i % 2], "content": f"{i} {long}"} for i in range(10)]
+    digest = reader_org.upload(jsonl([{"messages": turns, "name": "long"}, *ROWS[:3]]))
+    job = wait_prepared(reader_org, create_job(reader_org, f"artifact:{digest}").id)  # type: ignore[attr-defined]
+    page = reader_org.call(
+        "ListJobDatasetItems",
+        job_service_pb2.ListJobDatasetItemsRequest(id=job.id),
+        reader_org.jobs,
+    )
+    cut = next(i for i in page.items if i.name == "long")
+    assert cut.message_count == 10 and len(cut.messages) == 8
+    assert all(len(m.content) == 300 and m.content.endswith("…") for m in cut.messages)
+    assert cut.messages[1].content.startswith("1 abab") and cut.messages[1].role == "assistant"
+    short = next(i for i in page.items if i.name != "long")
+    assert [(m.role, m.content) for m in short.messages] == [
+        (m["role"], m["content"]) for m in ROWS[int(short.name[1:])]["messages"]
+    ]
+    # A job's own read previews the same rows; an item's read answers them whole.
+    assert list(job.chats) == list(page.items)
+    whole = reader_org.call(
+        "GetJobDatasetItem",
+        job_service_pb2.GetJobDatasetItemRequest(id=job.id, item=cut.id),
+        reader_org.jobs,
+    )
+    assert [m.content for m in whole.messages] == [t["content"] for t in turns]
 
 
 def test_a_system_prompt_over_rows_with_their_own_is_refused_with_the_count(

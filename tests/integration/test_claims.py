@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 import sqlalchemy as sa
 from google.protobuf import json_format, struct_pb2
 
+from executor.agent import Agent, AgentConfig
 from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
 from services.core import audit, auth, tables
 from services.core.config import Config
 from services.core.store import Store
 from tests.integration.test_jobs import info_of, reason_of
-from tests.support import ServiceThread
+from tests.support import ServiceThread, eventually
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 from trainyard.ports import free_port
@@ -440,6 +443,37 @@ def test_the_stream_assigns_acks_and_resumes_after_a_reconnect(
     ack = next(m for m in call if m.WhichOneof("kind") == "ack").ack
     assert (ack.seq, ack.status, ack.reason) == (1, "running", "")
     call.cancel()
+
+
+def test_the_executor_says_when_it_connects_and_when_it_reconnects(
+    claims_config: Config, store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with store.unit() as session:
+        secret = auth.create_key(session, org="acme", role="executor")[1]
+    served = ServiceThread(lambda: build_claims(claims_config, store=store, port=0))
+    port = served.service.port
+    url = f"http://127.0.0.1:{port}"
+    config = AgentConfig(url=url, api_key=secret, machine="gpu-1", warm=False, work_root=tmp_path)
+    agent = Agent(config)
+    caplog.set_level(logging.INFO, logger="executor.agent")
+    running = threading.Thread(target=agent.run, daemon=True)
+    running.start()
+
+    def welcomes() -> list[str]:
+        return [r.getMessage() for r in caplog.records if " as executor exe_" in r.getMessage()]
+
+    try:
+        (first,) = eventually(welcomes, lambda found: len(found) == 1, "the first welcome")
+        assert first.startswith(f"connected to {url} as executor exe_")
+        assert "(machine gpu-1); 0 tasks resumed, 0 lost" in first
+        served.stop()  # the stream breaks; the service comes back where it was
+        served = ServiceThread(lambda: build_claims(claims_config, store=store, port=port))
+        found = eventually(welcomes, lambda found: len(found) == 2, "a second welcome")
+        assert found[1].startswith(f"reconnected to {url} as executor exe_")
+    finally:
+        agent.stop(drain_seconds=0)
+        running.join(10)
+        served.stop()
 
 
 def test_a_stream_learns_of_its_work_and_its_cancels_by_wake_ups_not_polls(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from trainyard.ports import free_port
 
@@ -50,3 +51,42 @@ def test_admin_commands_refuse_a_home_with_no_stack(tmp_path) -> None:  # type: 
         assert "no Trainyard store here" in done.stderr and "make up" in done.stderr
         assert not done.stdout  # no key printed
     assert list(tmp_path.iterdir()) == []
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing answers: these never reach a gateway
+    return subprocess.run(
+        [sys.executable, "-m", "trainyard.cli", "--url", url, *args],
+        capture_output=True, text=True, timeout=60, cwd=cwd,
+    )  # fmt: skip
+
+
+def test_create_help_documents_the_spec_file_and_where_it_is_sent() -> None:
+    shown = " ".join(run("jobs", "create", "--help").stdout.split())
+    for needed in ("POST /v1/train/jobs", "README", "base_model", "dataset.uri",
+                   "resources.budget", "TRAINYARD_URL", "TRAINYARD_API_KEY"):  # fmt: skip
+        assert needed in shown, needed
+    assert "environment variable" in " ".join(run("--help").stdout.split())
+
+
+def test_download_help_names_the_directory_it_unpacks_into() -> None:
+    shown = " ".join(run("jobs", "download", "--help").stdout.split())
+    assert "./JOB_ID" in shown and "RESULT_UNAVAILABLE" in shown
+
+
+def test_a_spec_file_that_is_not_json_is_a_usage_error_naming_where(tmp_path: Path) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text('{"base_model": "secret-value",\n oops}')
+    for command in ("create", "estimate"):
+        done = run("jobs", command, "-f", str(spec))
+        assert done.returncode == 2, done.stderr
+        assert "is not JSON at line 2 column 2" in done.stderr
+        assert "Traceback" not in done.stderr and "secret-value" not in done.stderr
+
+
+def test_download_refuses_a_directory_that_holds_something(tmp_path: Path) -> None:
+    (tmp_path / "job_1").mkdir()
+    (tmp_path / "job_1" / "kept.txt").write_text("mine")
+    done = run("jobs", "download", "job_1", cwd=tmp_path)
+    assert done.returncode == 2 and "job_1 exists and is not empty" in done.stderr
+    assert (tmp_path / "job_1" / "kept.txt").read_text() == "mine"

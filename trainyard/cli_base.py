@@ -1,0 +1,96 @@
+"""What the `trainyard` commands share: the client they call through, how a refusal is
+printed (its stable code, its message and its detail, then exit 1), how answers are
+printed, and the exit codes `trainyard --help` lists."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from trainyard import sdk
+
+# Exit codes, as `trainyard --help` lists them.
+REFUSED, JOB_UNSUCCESSFUL, UNREACHABLE = 1, 3, 4
+
+
+@contextmanager
+def client(ctx: click.Context) -> Iterator[sdk.Client]:
+    """A client for the command; an API error ends the command with its reason."""
+    made = sdk.Client(ctx.obj["url"], ctx.obj["api_key"])
+    try:
+        yield made
+    except sdk.TrainyardError as exc:
+        if not exc.answered:
+            click.echo(
+                f"error: no gateway answered at {ctx.obj['url']}; `make up` starts the stack "
+                "(or set --url / TRAINYARD_URL to where it runs)",
+                err=True,
+            )
+            sys.exit(UNREACHABLE)
+        click.echo("\n".join(refusal(exc)), err=True)
+        sys.exit(REFUSED)
+    finally:
+        made.close()
+
+
+def refusal(exc: sdk.TrainyardError) -> list[str]:
+    """A refusal in one or two plain lines: its code and message, then its detail — the
+    error's metadata (field, supported values, limits, line; all safe to show) and any
+    field violation the metadata does not already name."""
+    lines = [f"error: {exc.reason}: {exc.message}" if exc.message else f"error: {exc.reason}"]
+    meta = exc.metadata
+    detail = [f"field: {meta['field']}"] if "field" in meta else []
+    detail += [
+        f"{k}: {(v.replace(',', ', ') if k == 'supported' else v) or 'none'}"
+        for k, v in sorted(meta.items())
+        if k != "field"
+    ]
+    detail += [f"{f}: {d}" for f, d in exc.violations if f != meta.get("field")]
+    if detail:
+        lines.append("  " + "; ".join(detail))
+    return lines
+
+
+# Byte sizes and parameter counts are proto doubles so REST writes them as JSON numbers;
+# Python's JSON would print them as `17000.0`, so the CLI writes them as the gateway does.
+_WHOLE = frozenset({"size", "parameters"})
+
+
+def whole(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: int(v) if k in _WHOLE and isinstance(v, float) and v.is_integer() else whole(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [whole(v) for v in value]
+    return value
+
+
+def print_message(message: Message) -> None:
+    as_dict = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    click.echo(json.dumps(whole(as_dict), indent=2))
+
+
+def dollars(micro_cents: int) -> str:
+    sign = "-" if micro_cents < 0 else ""
+    return f"{sign}${abs(micro_cents) / 10**8:,.4f}"
+
+
+def bar(label: str) -> Progress:
+    """A transfer's progress on stderr, shown only on a terminal."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        disable=not sys.stderr.isatty(),
+    )
