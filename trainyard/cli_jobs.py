@@ -100,10 +100,14 @@ def _spec(spec_file: Path | None, fixture: bool, max_steps: int | None) -> dict[
 )
 @click.option("--watch", "then_watch", is_flag=True, help="Watch the job after creating it.")
 @click.option("--yes", is_flag=True, help="Create without asking, whatever the estimate.")
+@click.option(
+    "-q", "--quiet", is_flag=True,
+    help="Print only the job's id (for JOB=$(…)); with --watch, its progress goes to stderr.",
+)  # fmt: skip
 @click.pass_context
 def jobs_create(
     ctx: click.Context, spec_file: Path | None, fixture: bool, max_steps: int | None,
-    idempotency_key: str | None, then_watch: bool, yes: bool,
+    idempotency_key: str | None, then_watch: bool, yes: bool, quiet: bool,
 ) -> None:  # fmt: skip
     """Create a job from a JSON spec file (-f SPEC.json), or the fixture job (--fixture).
     A job the platform charges for shows its price and asks first; prints the job."""
@@ -124,10 +128,15 @@ def jobs_create(
                 raise click.Abort()
         job = api.create_job(spec)
         if not then_watch:
-            print_message(job)
+            if quiet:
+                click.echo(job.id)
+            else:
+                print_message(job)
             return
         click.echo(f"created {job.id} (number {job.number})", err=True)
-        last = watch.watch(api.watch_job(job.id))
+        last = watch.watch(api.watch_job(job.id), out=sys.stderr if quiet else None)
+    if quiet:
+        click.echo(job.id)
     _exit_for(last)
 
 
