@@ -27,8 +27,9 @@ def databases() -> list[str]:
 
 @contextlib.contextmanager
 def postgres_schema(url: str) -> Iterator[str]:
-    """The URL of a fresh schema on the PostgreSQL server at `url`, dropped after."""
-    schema = f"bench_{secrets.token_hex(6)}"
+    """The URL of a fresh schema on the PostgreSQL server at `url`, dropped after (the
+    tests' databases too)."""
+    schema = f"ty_{secrets.token_hex(6)}"
     admin = create_engine(url)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))

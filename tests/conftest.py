@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 
 import pytest
-import sqlalchemy as sa
 
-from services.core.store import Store, create_engine, normalise_url, open_store
+from bench.stack import postgres_schema
+from services.core.store import Store, open_store
 
 PG_URL = os.environ.get("TRAINYARD_TEST_DATABASE_URL", "")
 
@@ -32,18 +31,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # 
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'trainyard.db'}"
         return
-    schema = f"ty_{secrets.token_hex(6)}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    base = normalise_url(PG_URL)
-    sep = "&" if "?" in base else "?"
-    try:
-        yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema(PG_URL) as url:
+        yield url
 
 
 @pytest.fixture
