@@ -65,16 +65,21 @@ def test_the_fixture_tokenizer_maps_text_to_its_utf8_bytes() -> None:
     assert len(tokenizer) == fixture.config().vocab_size
 
 
+def assert_loads_as_trained(directory: Path, loaded: bases.Loaded) -> None:
+    """The Auto classes read the checkpoint at `directory` as the trainer's `loaded` base:
+    its chat template encodes chats token for token as training did, its logits agree."""
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    for chat in [CHAT, *(list(row.messages) for row in fixture_rows()[:20])]:
+        assert templated(tokenizer, chat) == trained_on(chat, loaded.codec)
+    model = AutoModelForCausalLM.from_pretrained(str(directory))
+    ids = trained_on(CHAT, loaded.codec)
+    assert torch.allclose(logits(model, ids), logits(loaded.model, ids), atol=1e-6)
+
+
 def test_a_fixture_checkpoint_loads_with_auto_classes_as_it_trained(tmp_path: Path) -> None:
     loaded = bases.load("fixture-tiny-llm")
     loaded.save(tmp_path, loaded.model, {"base_model": "fixture-tiny-llm"})
-    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
-    assert templated(tokenizer, CHAT) == trained_on(CHAT, loaded.codec)
-    for chat in [list(row.messages) for row in fixture_rows()[:20]]:
-        assert templated(tokenizer, chat) == trained_on(chat, loaded.codec)
-    model = AutoModelForCausalLM.from_pretrained(str(tmp_path))
-    ids = trained_on(CHAT, loaded.codec)
-    assert torch.allclose(logits(model, ids), logits(loaded.model, ids), atol=1e-6)
+    assert_loads_as_trained(tmp_path, loaded)
     assert json.loads((tmp_path / "trainyard.json").read_text())["base_model"] == "fixture-tiny-llm"
 
 
@@ -89,12 +94,7 @@ def test_a_local_base_checkpoint_keeps_its_tokenizer_and_gains_the_trainer_s_tem
     before = AutoTokenizer.from_pretrained(str(base))
     after = AutoTokenizer.from_pretrained(str(out))
     assert before.chat_template is None and after.get_vocab() == before.get_vocab()
-    assert templated(after, CHAT) == trained_on(CHAT, loaded.codec)
-    for chat in [list(row.messages) for row in fixture_rows()[:20]]:
-        assert templated(after, chat) == trained_on(chat, loaded.codec)
-    model = AutoModelForCausalLM.from_pretrained(str(out))
-    ids = trained_on(CHAT, loaded.codec)
-    assert torch.allclose(logits(model, ids), logits(loaded.model, ids), atol=1e-6)
+    assert_loads_as_trained(out, loaded)
 
 
 def export(name: str, out: Path) -> tuple[int, str, str]:
