@@ -59,21 +59,7 @@ def append_event(
     session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any
 ) -> int:
     """Append one event to the job's record in the caller's transaction; returns its seq."""
-    job.event_seq += 1
-    now = utcnow()
-    job.update_time = now
-    mark(session, job_topic(job.id))
-    session.add(
-        EventRow(
-            job_id=job.id,
-            seq=job.event_seq,
-            org=job.org,
-            type=type_,
-            attempt_number=attempt,
-            data={k: v for k, v in data.items() if v is not None},
-            create_time=now,
-        )
-    )
+    session.add(EventRow(**_next_events(session, job, type_, [data], attempt)[0]))
     return job.event_seq
 
 
@@ -82,13 +68,22 @@ def append_events(
 ) -> None:
     """Append a run of events of one type (a report's metrics) in one statement: the
     ORM's unit of work would build and flush an object for each."""
-    if not items:
-        return
+    if items:
+        session.connection().execute(
+            sa.insert(EventRow), _next_events(session, job, type_, items, attempt)
+        )
+
+
+def _next_events(
+    session: Session, job: JobRow, type_: str, items: Sequence[Mapping[str, Any]], attempt: int
+) -> list[dict[str, Any]]:
+    """The rows of the job's next events, numbered on from its last; the job's record
+    grew, so its watchers wake once the transaction commits."""
     mark(session, job_topic(job.id))
     now = utcnow()
     job.update_time = now
     first, job.event_seq = job.event_seq + 1, job.event_seq + len(items)
-    rows = [
+    return [
         {
             "job_id": job.id, "seq": first + n, "org": job.org, "type": type_,
             "attempt_number": attempt, "data": {k: v for k, v in data.items() if v is not None},
@@ -96,7 +91,6 @@ def append_events(
         }
         for n, data in enumerate(items)
     ]  # fmt: skip
-    session.connection().execute(sa.insert(EventRow), rows)
 
 
 def current_attempt(session: Session, job: JobRow) -> AttemptRow:
