@@ -102,7 +102,6 @@ class Grants:
             kept = retention.DEFAULT
             if job_id and (job := store.owned_producer(session, org, job_id)) is not None:
                 kept = retention.of_job(job)
-            key = self._keys.object_key(session, org, sha256, create=True)
             row = store.object_row(session, org, sha256, lock=True)
             if row is not None and row.status == "stored":
                 # The org holds these bytes (an identical run made them): the cheapest
@@ -124,6 +123,7 @@ class Grants:
                 session, windows.Policy.of(self._config), org, size, besides=sha256, now=now
             )
             content_type = CONTENT_TYPES.get(kind, "application/x-tar")
+            key = self._keys.object_key(session, org, sha256, create=True)
             if row is None:
                 row = store.add_placeholder(
                     session, org=org, sha256=sha256, size=size, kind=kind, name=name,

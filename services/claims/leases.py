@@ -168,11 +168,14 @@ class Leases:
     ) -> claim_service_pb2.ClaimTaskResponse | None:
         """Lease the oldest open task this executor may run, or None."""
         check_platform(principal, offer.platform)
-        with self._db.unit(write=False) as session:
-            if not store.any_open_task(
-                session, org=principal.org, machine=offer.machine, platform=offer.platform
-            ):
-                return None
+        if self._db.dialect == "sqlite":
+            # Read first, so executors a wake-up woke with nothing to claim never queue for
+            # SQLite's one write lock; PostgreSQL's claim skips locked rows, as cheap a read.
+            with self._db.unit(write=False) as session:
+                if not store.any_open_task(
+                    session, org=principal.org, machine=offer.machine, platform=offer.platform
+                ):
+                    return None
         try:
             return store.retry(lambda: self._claim(principal, offer, executor_id))
         except errors.DomainError:
@@ -218,11 +221,12 @@ class Leases:
                         )
                     continue  # else the payer's other work holds its money: a later claim
                 token = "trl_" + secrets.token_urlsafe(32)
-                lifecycle.lease(session, job, task)
+                # The lease's fields before the move, so the task is written once.
                 task.lease_sha256, task.epoch = lease_sha256(token), task.epoch + 1
                 task.lease_expires, task.claim_time, task.report_time = now + self.ttl, now, now
                 task.executor_id, task.device, task.cancel_sent = executor_id, device, False
                 task.devices, task.held = held.devices, min(held.held, MAX_HELD)
+                lifecycle.lease(session, job, task)
                 if task.role == "join":
                     lead = store.lead_of(session, task)
                     task.coordinator = lead.coordinator if lead else ""
@@ -373,3 +377,4 @@ def _inputs(session: Session, job: JobRow) -> set[str]:
     if lifecycle.current_attempt(session, job).resume_from_checkpoint and job.result:
         found.add(str(job.result.get("checkpoint_sha256", "")))
     return found - {""}
+

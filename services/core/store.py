@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,10 +76,16 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# A pooled PostgreSQL connection idle this long is pinged before it is handed out.
+PING_IDLE_SECONDS = 1.0
+
+
 def create_engine(url: str) -> Engine:
     url = normalise_url(url)
     if not url.startswith("sqlite"):
-        return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        engine = sa.create_engine(url, pool_size=10, max_overflow=20)
+        _ping_when_idle(engine)
+        return engine
 
     path = sa.engine.make_url(url).database
     if path and path != ":memory:":
@@ -102,6 +109,26 @@ def create_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """SQLAlchemy's `pool_pre_ping`, but only for a connection idle a while: one the
+    database dropped (a restart) is replaced before use, and a busy service does not pay
+    a round trip on every unit of work. (The pool has no such option; its documented
+    checkout event does it.)"""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_conn: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        if time.monotonic() - record.info.get("idle_since", 0.0) < PING_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception:
+            raise sa.exc.DisconnectionError() from None  # the pool connects afresh
 
 
 class Store:

@@ -143,6 +143,12 @@ class AttemptRow(Base):
     end_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
+def attempts_read(session: Session) -> dict[tuple[str, int], AttemptRow]:
+    """The attempts a unit of work read or made, by job and number: a job's current one
+    is read once a unit, not again by each move and view that needs it."""
+    return session.info.setdefault("attempts", {})  # type: ignore[no-any-return]
+
+
 class EventRow(Base):
     """One entry of a job's ordered, durable record."""
 

@@ -18,6 +18,7 @@ from services.core.tables import (
     AttemptRow,
     JobRow,
     ObjectRow,
+    attempts_read,
     readable,
 )
 from trainyard.job.v1 import job_pb2
@@ -44,11 +45,13 @@ def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
     is read for all of them at once, so a page costs a few queries, not a few a job."""
     ids = [row.id for row in rows]
     current = {row.id: row.attempt_count for row in rows}
-    attempts = {
-        a.job_id: a
-        for a in session.scalars(sa.select(AttemptRow).where(AttemptRow.job_id.in_(ids)))
-        if a.attempt_number == current[a.job_id]
-    }
+    known = attempts_read(session)
+    attempts = {r.id: known[r.id, r.attempt_count] for r in rows if (r.id, r.attempt_count) in known}
+    if unread := [job_id for job_id in ids if job_id not in attempts]:
+        query = sa.select(AttemptRow).where(AttemptRow.job_id.in_(unread))
+        for a in session.scalars(query):
+            if a.attempt_number == current[a.job_id]:
+                attempts[a.job_id] = a
     holds: dict[str, list[HoldRow]] = {job_id: [] for job_id in ids}
     for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id.in_(ids))):
         holds[hold.job_id].append(hold)

@@ -26,6 +26,7 @@ from services.core.tables import (
     PublicationRow,
     SnapshotItemRow,
     SnapshotRow,
+    attempts_read,
     readable,
 )
 from trainyard.training import datasets
@@ -110,12 +111,12 @@ def add_job(
     )  # fmt: skip
     session.add(row)
     session.flush()  # the job before what refers to it
-    session.add(
-        AttemptRow(
-            id=ids.new_id("att"), job_id=job_id, org=org, attempt_number=1,
-            status=AttemptStatus.QUEUED, create_time=now,
-        )
+    attempt = AttemptRow(
+        id=ids.new_id("att"), job_id=job_id, org=org, attempt_number=1,
+        status=AttemptStatus.QUEUED, create_time=now,
     )  # fmt: skip
+    session.add(attempt)
+    attempts_read(session)[job_id, 1] = attempt
     if key:
         session.add(
             IdempotencyKey(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
 from services.core import audit, auth, errors
+from services.core import store as store_module
 from services.core.store import Base, Store, migrate, utcnow
 
 
@@ -121,3 +123,29 @@ def test_concurrent_writers_all_commit(store: Store) -> None:
 def test_audit_refuses_an_unreserved_name(store: Store) -> None:
     with pytest.raises(ValueError), store.unit() as session:
         audit.record(session, "anything.goes", org="acme")
+
+
+def test_a_connection_the_database_dropped_is_replaced_before_use(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pooled PostgreSQL connection idle a while is pinged when handed out, so one the
+    server dropped (a restart) never fails the next unit of work."""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite has no server to drop a connection")
+
+    def kill_pooled() -> None:
+        with store.unit(write=False) as session:
+            pid = session.scalar(sa.text("SELECT pg_backend_pid()"))
+        url = store.engine.url.set(drivername="postgresql").render_as_string(False)
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    kill_pooled()
+    monkeypatch.setattr(store_module, "PING_IDLE_SECONDS", 10**6)  # never idle long enough
+    with pytest.raises(sa.exc.OperationalError), store.unit(write=False) as session:
+        session.scalar(sa.text("SELECT 1"))
+
+    kill_pooled()
+    monkeypatch.setattr(store_module, "PING_IDLE_SECONDS", 0.0)
+    with store.unit(write=False) as session:
+        assert session.scalar(sa.text("SELECT 1")) == 1

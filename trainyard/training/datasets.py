@@ -7,6 +7,7 @@ Rows are chats, `{"messages": [{"role", "content"}], "id"?, "name"?, "tags"?}`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -67,7 +68,13 @@ def _word(rng: random.Random) -> str:
 
 def fixture_rows(count: int = FIXTURE_ROWS) -> list[Row]:
     """`fixture:synthetic-tiny-v1`: four string tasks a small model learns in minutes,
-    the same rows on every machine."""
+    the same rows on every machine (made once a process: every create and preparation
+    of a fixture job reads them)."""
+    return list(_fixture_rows(count))
+
+
+@functools.cache
+def _fixture_rows(count: int) -> tuple[Row, ...]:
     rng = random.Random(20261129)
     tasks = {
         "reverse": ("Reverse: {w}", lambda w: w[::-1]),
@@ -88,7 +95,7 @@ def fixture_rows(count: int = FIXTURE_ROWS) -> list[Row]:
                 messages=(("user", prompt.format(w=word)), ("assistant", answer(word))),
             )
         )
-    return rows
+    return tuple(rows)
 
 
 # -- uploaded rows -------------------------------------------------------------------------

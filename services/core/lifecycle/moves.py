@@ -32,7 +32,7 @@ from services.core.states import (
     check_move,
 )
 from services.core.store import utcnow
-from services.core.tables import AttemptRow, EventRow, JobRow, TaskRow
+from services.core.tables import AttemptRow, EventRow, JobRow, TaskRow, attempts_read
 from services.core.wakeups import claimable_topic, executor_topic, job_topic, mark
 
 J, A, T, P = JobStatus, AttemptStatus, TaskStatus, PreparationStatus
@@ -94,13 +94,17 @@ def _next_events(
 
 
 def current_attempt(session: Session, job: JobRow) -> AttemptRow:
-    row = session.scalar(
-        sa.select(AttemptRow).where(
-            AttemptRow.job_id == job.id, AttemptRow.attempt_number == job.attempt_count
-        )
-    )
+    known = attempts_read(session)
+    row = known.get((job.id, job.attempt_count))
     if row is None:
-        raise errors.NotFound()
+        row = session.scalar(
+            sa.select(AttemptRow).where(
+                AttemptRow.job_id == job.id, AttemptRow.attempt_number == job.attempt_count
+            )
+        )
+        if row is None:
+            raise errors.NotFound()
+        known[job.id, job.attempt_count] = row
     return row
 
 
