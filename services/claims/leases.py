@@ -377,4 +377,3 @@ def _inputs(session: Session, job: JobRow) -> set[str]:
     if lifecycle.current_attempt(session, job).resume_from_checkpoint and job.result:
         found.add(str(job.result.get("checkpoint_sha256", "")))
     return found - {""}
-

@@ -46,7 +46,9 @@ def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
     ids = [row.id for row in rows]
     current = {row.id: row.attempt_count for row in rows}
     known = attempts_read(session)
-    attempts = {r.id: known[r.id, r.attempt_count] for r in rows if (r.id, r.attempt_count) in known}
+    attempts = {
+        r.id: known[r.id, r.attempt_count] for r in rows if (r.id, r.attempt_count) in known
+    }
     if unread := [job_id for job_id in ids if job_id not in attempts]:
         query = sa.select(AttemptRow).where(AttemptRow.job_id.in_(unread))
         for a in session.scalars(query):
