@@ -14,16 +14,16 @@ from collections.abc import Callable, Mapping
 
 from sqlalchemy.orm import Session
 
-from services.artifacts import retention, store
+from services.artifacts import store
 from services.artifacts.crypto import OrgKeys
 from services.artifacts.objects import PART_SIZE, ObjectStore
 from services.artifacts.reads import ArtifactReads
-from services.artifacts.retention import Retention
-from services.core import audit, datasets, errors
+from services.core import audit, datasets, errors, lifecycle, retention
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.datasets import MAX_DATASET_BYTES
 from services.core.money import storage, windows
+from services.core.retention import Retention
 from services.core.store import Store
 from services.core.tables import ObjectRow
 from trainyard.artifact.v1 import artifact_pb2
@@ -107,7 +107,7 @@ class Grants:
                 # The org holds these bytes (an identical run made them): the cheapest
                 # path, the job names the object it already has.
                 if job_id:
-                    self._link(session, org, job_id, row, kind, name, kept)
+                    self._link(session, job_id, row, kind, name, kept)
                 return artifact_pb2.Grant(sha256=sha256, stored=True)
             if row is not None and row.size != size:
                 # The same sha256 cannot have two sizes; the earlier declaration is dropped.
@@ -135,7 +135,7 @@ class Grants:
                     actor=principal.key_id, request_id=request_id, job=job_id or None,
                 )  # fmt: skip
             if job_id:  # so each job granted these bytes may confirm them
-                self._link(session, org, job_id, row, kind, name, kept)
+                self._link(session, job_id, row, kind, name, kept)
             row.grant_expires = now + dt.timedelta(seconds=self._config.grant_seconds)
             expires = int(row.grant_expires.timestamp())
             grant = artifact_pb2.Grant(sha256=sha256, stored=False)
@@ -167,15 +167,15 @@ class Grants:
         self._objects.delete(row.org, row.sha256)
 
     def _link(
-        self, session: Session, org: str, job_id: str, row: ObjectRow, kind: str, name: str,
+        self, session: Session, job_id: str, row: ObjectRow, kind: str, name: str,
         kept: Retention | None = None,
     ) -> None:  # fmt: skip
         """Name the object as one the job produced; a stored object is kept at least as
         long as this job's retention asks."""
-        store.link_job(session, org, job_id, row.sha256, kind=kind, name=name, now=self._now())
-        if kept is not None and row.status == "stored" and row.expires_at is not None:
-            later = self._expiry(kept, self._now())
-            row.expires_at = None if later is None else max(row.expires_at, later)
+        lifecycle.hold(
+            session, row, job_id, kind=kind, name=name, now=self._now(), kept=kept,
+            default_days=self._config.retention_days,
+        )  # fmt: skip
 
     def _expiry(self, kept: Retention, stored: dt.datetime) -> dt.datetime | None:
         return retention.expiry(kept, stored, self._config.retention_days)
@@ -260,14 +260,14 @@ class Grants:
                 )
                 row.expires_at = self._expiry(Retention(row.retention_policy, row.ttl_seconds), now)
             if job_id:
-                self._link(session, org, job_id, row, row.kind, row.name)
+                self._link(session, job_id, row, row.kind, row.name)
 
     def _confirm_link(self, org: str, sha256: str, job_id: str) -> None:
         with self._store.unit() as session:
             row = store.object_row(session, org, sha256)
             if row is None:
                 raise errors.NotFound()
-            self._link(session, org, job_id, row, row.kind, row.name)
+            self._link(session, job_id, row, row.kind, row.name)
 
     def _discard(self, org: str, sha256: str) -> None:
         """Delete an upload that is not kept, bytes and row."""

@@ -237,19 +237,6 @@ def job_link(session: Session, org: str, job_id: str, sha256: str) -> JobArtifac
     return session.get(JobArtifactRow, (org, job_id, sha256))
 
 
-def link_job(
-    session: Session, org: str, job_id: str, sha256: str, *, kind: str, name: str,
-    now: dt.datetime,
-) -> None:  # fmt: skip
-    """Name the object as one the job produced, unless it is named so already."""
-    if job_link(session, org, job_id, sha256) is None:
-        session.add(
-            JobArtifactRow(
-                org=org, job_id=job_id, sha256=sha256, kind=kind, name=name, create_time=now
-            )
-        )
-
-
 def job_links(session: Session, org: str, job_id: str) -> Sequence[JobArtifactRow]:
     """The objects the job produced, oldest first."""
     return session.scalars(

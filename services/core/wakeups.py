@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -154,10 +155,10 @@ class Datagrams:
         self._thread.start()
 
     def send(self, topics: Iterable[str]) -> None:
-        payload = _SEPARATOR.join(sorted(topics)).encode()
-        for port in self._ports():
-            with contextlib.suppress(OSError):
-                self._sender.sendto(payload, ("127.0.0.1", port))
+        for payload in _payloads(topics, DATAGRAM_BYTES):
+            for port in self._ports():
+                with contextlib.suppress(OSError):
+                    self._sender.sendto(payload.encode(), ("127.0.0.1", port))
 
     def _ports(self) -> list[int]:
         """The other processes' ports, read again at most once a second (a process
@@ -207,7 +208,10 @@ class Notifications:
     """PostgreSQL's `LISTEN/NOTIFY`: heard by every replica on the database, on any host.
     The channel is named after the schema the tables live in, since channels are the
     database's: deployments on schemas of one database do not wake each other. The
-    listener reconnects after a failure; what it missed meanwhile, the polls find."""
+    listener reconnects after a failure; what it missed meanwhile, the polls find.
+
+    A sender thread notifies, so a unit of work returns without waiting on the round
+    trip; topics published while it was busy go out together in one notification."""
 
     def __init__(self, database_url: str, deliver: Deliver) -> None:
         url = sa.engine.make_url(database_url).set(drivername="postgresql")
@@ -215,28 +219,45 @@ class Notifications:
         self._deliver = deliver
         self._sending: psycopg.Connection[Any] | None = None
         self._send_channel = ""
-        self._send_lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[set[str] | None] = queue.SimpleQueue()
         self._closed = threading.Event()
         self.listening = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="wakeups", daemon=True)
         self._thread.start()
+        self._sender = threading.Thread(target=self._send_forever, name="wakeups-send", daemon=True)
+        self._sender.start()
         # What commits once this returns is heard; a database slow to answer, the polls cover.
         self.listening.wait(LISTEN_SECONDS)
 
     def send(self, topics: Iterable[str]) -> None:
-        payload = _SEPARATOR.join(sorted(topics))
-        with self._send_lock:
-            for _ in range(2):  # once more on a fresh connection if the kept one broke
-                if self._sending is None:
-                    self._sending = psycopg.connect(self._dsn, autocommit=True)
-                    self._send_channel = _channel(self._sending)
-                try:
-                    self._sending.execute("SELECT pg_notify(%s, %s)", (self._send_channel, payload))
-                    return
-                except psycopg.OperationalError:
-                    with contextlib.suppress(Exception):
-                        self._sending.close()
-                    self._sending = None
+        self._outbox.put(set(topics))
+
+    def _send_forever(self) -> None:
+        while (topics := self._outbox.get()) is not None:
+            more: set[str] | None = set()
+            with contextlib.suppress(queue.Empty):
+                while (more := self._outbox.get_nowait()) is not None:
+                    topics |= more
+            try:
+                for payload in _payloads(topics, NOTIFICATION_BYTES):
+                    self._notify(payload)
+            except Exception:  # the waiters' poll covers it
+                log.warning("wake-up not sent", exc_info=True)
+            if more is None:
+                return
+
+    def _notify(self, payload: str) -> None:
+        for _ in range(2):  # once more on a fresh connection if the kept one broke
+            if self._sending is None:
+                self._sending = psycopg.connect(self._dsn, autocommit=True)
+                self._send_channel = _channel(self._sending)
+            try:
+                self._sending.execute("SELECT pg_notify(%s, %s)", (self._send_channel, payload))
+                return
+            except psycopg.OperationalError:
+                with contextlib.suppress(Exception):
+                    self._sending.close()
+                self._sending = None
 
     def _listen(self) -> None:
         while not self._closed.is_set():
@@ -253,13 +274,34 @@ class Notifications:
                 self._closed.wait(1.0)
 
     def close(self) -> None:
+        self._outbox.put(None)
+        self._sender.join(3)
         self._closed.set()
         self._thread.join(3)
-        with self._send_lock:
-            if self._sending is not None:
-                with contextlib.suppress(Exception):
-                    self._sending.close()
-                self._sending = None
+        if self._sending is not None:
+            with contextlib.suppress(Exception):
+                self._sending.close()
+            self._sending = None
+
+
+# What one message may carry: a notification stays under 8,000 bytes, a datagram 65,507.
+NOTIFICATION_BYTES = 7_000
+DATAGRAM_BYTES = 60_000
+
+
+def _payloads(topics: Iterable[str], limit: int) -> Iterator[str]:
+    """The topics as messages of at most `limit` bytes."""
+    batch: list[str] = []
+    size = 0
+    for topic in sorted(topics):
+        length = len(topic.encode()) + 1
+        if batch and size + length > limit:
+            yield _SEPARATOR.join(batch)
+            batch, size = [], 0
+        batch.append(topic)
+        size += length
+    if batch:
+        yield _SEPARATOR.join(batch)
 
 
 def _channel(conn: psycopg.Connection[Any]) -> str:

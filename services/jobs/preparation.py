@@ -1,7 +1,11 @@
 """Preparation: a queued job's dataset read, selected and snapshotted, the snapshot kept as
 an object the job holds, and the job moved on (`002_…` "Preparação"). The server's
 background loop calls `prepare_next` until nothing waits; the moves are `lifecycle`'s
-`start_preparation`, `snapshot_verified` and `preparation_failed`."""
+`start_preparation`, `snapshot_verified` and `preparation_failed`.
+
+The same rows make the same snapshot: when the org stores its bytes already (a job on the
+same data before), the job holds that object in the transaction that verifies it, and
+only new bytes are granted and uploaded through ArtifactService first."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import logging
 
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, lifecycle
+from services.core import errors, lifecycle, retention
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.jobs import sources, store
@@ -31,11 +35,13 @@ class Preparation:
         reader: sources.DatasetReader | None,
         snapshots: sources.SnapshotKeeper | None,
         catalog: Catalog,
+        retention_days: int = 0,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._reader = reader
         self._snapshots = snapshots
+        self._retention_days = retention_days
 
     def prepare_next(self) -> bool:
         """Move the oldest queued job into preparation and snapshot its dataset; False when
@@ -65,27 +71,40 @@ class Preparation:
                 job.objective.loss_mask,
                 sources.held_out(kind),
             )
-            if self._snapshots is not None:
+            if not retrying(lambda: self._done(job_id, org, snapshot)):
+                assert self._snapshots is not None
                 self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
+                retrying(lambda: self._done(job_id, org, snapshot))
         except (errors.DomainError, datasets.DatasetError) as exc:
             if exc.reason == "UNAVAILABLE":
                 # Nothing is wrong with the input: the job stays snapshotting and is taken
                 # again once the store answers.
                 log.warning("job %s: the dataset could not be read or kept yet", job_id)
                 return True
+            if exc.reason == "CONFLICT":
+                return True  # lost to other writers: taken again once it stalls
             code = exc.reason.lower()
             retrying(lambda: self._failed(job_id, code))
-            return True
-        retrying(lambda: self._done(job_id, org, snapshot))
         return True
 
-    def _done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> None:
+    def _done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> bool:
+        """Verify the job's snapshot, the job holding its object; False, with nothing
+        verified, when the org does not store its bytes yet (they are kept first)."""
         with self._store.unit() as session:
             store.add_snapshot(session, org, snapshot, utcnow())
             row = store.job_by_id(session, job_id, lock=True)
             if row is None or row.status != JobStatus.PREPARING:
-                return  # cancelled meanwhile: the snapshot stays, unused
+                return True  # cancelled meanwhile: the snapshot stays, unused
+            if self._snapshots is not None:
+                kept = lifecycle.stored_object(session, org, snapshot.sha256)
+                if kept is None:
+                    return False
+                lifecycle.hold(
+                    session, kept, job_id, kind="snapshot", name="snapshot", now=utcnow(),
+                    kept=retention.of_job(row), default_days=self._retention_days,
+                )  # fmt: skip
             lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
+            return True
 
     def _failed(self, job_id: str, code: str) -> None:
         with self._store.unit() as session:

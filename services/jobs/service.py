@@ -46,7 +46,7 @@ class JobService:
         self.creation = JobCreation(store, catalog, config, reader)
         self.reads = JobReads(store, tokens)
         self.control = JobControl(store, config)
-        self.preparation = Preparation(store, reader, snapshots, catalog)
+        self.preparation = Preparation(store, reader, snapshots, catalog, config.retention_days)
         self.publishing = Publishing(store, downloads)
 
     # -- create.py -----------------------------------------------------------------------------

@@ -373,6 +373,43 @@ def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: St
     assert items.total == 20
 
 
+def test_a_job_on_the_same_rows_holds_the_snapshot_another_made_kept_as_long_as_it_asks(
+    reader_org: Org,
+) -> None:
+    digest = reader_org.upload(jsonl(ROWS))
+    held = []
+    for days in (1, 90):
+        body = struct_pb2.Struct()
+        body.update(
+            {
+                "base_model": "fixture-tiny-llm",
+                "dataset": {"uri": f"artifact:{digest}"},
+                "resources": {"budget": 100},
+                "retention": {"policy_class": "standard", "ttl_seconds": days * 86400},
+            }
+        )
+        job = reader_org.call(
+            "CreateJob", job_service_pb2.CreateJobRequest(body=body), reader_org.jobs
+        )
+        held.append(wait_prepared(reader_org, job.id))  # type: ignore[attr-defined]
+    first, second = held
+    snapshot = first.preparation.snapshot_sha256
+    assert second.preparation.snapshot_sha256 == snapshot
+    # Both hold the one object; it is kept as long as the longer retention asks.
+    for job in held:
+        listed = reader_org.call(
+            "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job.id)
+        ).artifacts
+        assert [(a.kind, a.sha256) for a in listed] == [("snapshot", snapshot)]
+    objects = reader_org.call(
+        "ListArtifacts", artifact_service_pb2.ListArtifactsRequest()
+    ).artifacts
+    assert [o.sha256 for o in objects].count(snapshot) == 1
+    got = reader_org.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=snapshot))
+    left = got.expires_at.ToDatetime(tzinfo=datetime.UTC) - datetime.datetime.now(datetime.UTC)
+    assert datetime.timedelta(days=89) < left <= datetime.timedelta(days=90)
+
+
 @pytest.mark.parametrize(
     ("rows", "extra", "reason"),
     [

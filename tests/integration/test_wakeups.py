@@ -59,6 +59,22 @@ def test_a_commit_wakes_the_other_process_and_a_rollback_does_not(
     asyncio.run(scenario())
 
 
+def test_a_commit_of_more_topics_than_one_message_holds_wakes_them_all(
+    pair: tuple[Store, Wakeups],
+) -> None:
+    """A sweep that ends thousands of jobs in one unit wakes each one's watchers."""
+    writer, other = pair
+    topics = [f"job:job_{n:026d}" for n in range(3_000)]  # about 100 kB of topics
+
+    async def scenario() -> None:
+        with other.watching(topics[0]) as first, other.watching(topics[-1]) as last:
+            await asyncio.to_thread(commit, writer, *topics)
+            await asyncio.wait_for(first.wait(), 10)
+            await asyncio.wait_for(last.wait(), 10)
+
+    asyncio.run(scenario())
+
+
 def test_a_waiter_in_the_same_process_wakes_without_a_transport(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'local.db'}")
 

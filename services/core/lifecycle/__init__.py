@@ -18,6 +18,7 @@ from services.core.lifecycle.execution import (
     release,
     report_status,
 )
+from services.core.lifecycle.holding import hold, stored_object
 from services.core.lifecycle.moves import (
     append_event,
     append_events,
@@ -39,7 +40,7 @@ from services.core.lifecycle.preparation import (
 __all__ = [
     "append_event", "append_events", "cancel", "coordinate", "current_attempt", "fail",
     "failure_of", "finish",
-    "held", "lease", "lose", "move_attempt", "move_job", "move_preparation", "move_task",
+    "held", "hold", "lease", "lose", "move_attempt", "move_job", "move_preparation", "move_task",
     "preparation_failed", "release", "report_status", "requeue", "snapshot_verified",
-    "start_preparation", "tombstone",
+    "start_preparation", "stored_object", "tombstone",
 ]  # fmt: skip
