@@ -30,6 +30,7 @@ class JobRow(Base):
         sa.UniqueConstraint("org", "project", "number", name="uq_jobs_org_project_number"),
         sa.Index("ix_jobs_org_create_time", "org", "create_time"),
         sa.Index("ix_jobs_org_status", "org", "status"),
+        sa.Index("ix_jobs_status_create_time", "status", "create_time"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)

@@ -185,10 +185,13 @@ def jobs_page(
     if after is not None:
         time, job_id = after
         query = query.where(
+            # The bound alone seeks the (org, create_time) index to the page; without it
+            # PostgreSQL reads and drops every newer job first.
+            JobRow.create_time <= time,
             sa.or_(
                 JobRow.create_time < time,
                 sa.and_(JobRow.create_time == time, JobRow.id < job_id),
-            )
+            ),
         )
     return session.scalars(
         query.order_by(JobRow.create_time.desc(), JobRow.id.desc()).limit(limit)
