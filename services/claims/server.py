@@ -6,7 +6,7 @@ import logging
 
 import grpc
 
-from services.claims.clients.servicer import ClientServicer, Signals
+from services.claims.clients.servicer import ClientServicer
 from services.claims.service import ClaimService
 from services.claims.servicer import ClaimServicer
 from services.core import keys, roles
@@ -49,13 +49,12 @@ def build_server(
             metrics=ClaimMetrics(metrics.registry),
         )
         holder["service"] = service
-        signals = Signals()
         claim_service_pb2_grpc.add_ClaimServiceServicer_to_server(
-            ClaimServicer(service, signals, poll_seconds), server
+            ClaimServicer(service, poll_seconds), server
         )
         tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
         client_service_pb2_grpc.add_ClientServiceServicer_to_server(
-            ClientServicer(service.clients, signals, tokens), server
+            ClientServicer(service.clients, store.wakeups, tokens), server
         )
 
     built = build(

@@ -9,7 +9,6 @@ from typing import TypeAlias
 
 import grpc
 
-from services.claims.clients.servicer import Signals
 from services.claims.offers import Offer
 from services.claims.service import ClaimService
 from services.claims.stream import ExecutorStream, poll_claim
@@ -23,12 +22,9 @@ MAX_WAIT_SECONDS = 25
 
 
 class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
-    def __init__(
-        self, service: ClaimService, signals: Signals | None = None, poll_seconds: float = 5.0
-    ) -> None:
+    def __init__(self, service: ClaimService, poll_seconds: float = 5.0) -> None:
         """`poll_seconds`: how often a waiting claim tries again when no wake-up came."""
         self._service = service
-        self._signals = signals or Signals()
         self._poll = poll_seconds
 
     # -- unary routes --------------------------------------------------------------------
@@ -83,7 +79,7 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
         if first is None or first.WhichOneof("kind") != "hello":
             raise errors.ValidationError("hello", "must be the stream's first message")
         stream, welcome = await ExecutorStream.open(
-            self._service, principal, first.hello, self._poll, self._signals
+            self._service, principal, first.hello, self._poll
         )
         yield claim_service_pb2.ConnectResponse(welcome=welcome)
         async for message in stream.run(requests):

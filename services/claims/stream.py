@@ -15,13 +15,12 @@ import random
 import time
 from collections.abc import AsyncIterator
 
-from services.claims.clients.servicer import Signals
 from services.claims.offers import Offer
 from services.claims.service import ClaimService, is_client
 from services.core import errors
 from services.core.auth import Principal
 from services.core.states import TERMINAL
-from services.core.wakeups import executor_topic, woken
+from services.core.wakeups import executor_topic, operations_topic, woken
 from trainyard.claim.v1 import claim_service_pb2
 
 log = logging.getLogger(__name__)
@@ -59,7 +58,7 @@ class ExecutorStream:
 
     def __init__(
         self, service: ClaimService, principal: Principal, offer: Offer, executor_id: str, slots: int,
-        held: set[str], poll: float, signals: Signals,
+        held: set[str], poll: float,
     ) -> None:  # fmt: skip
         self._service, self._principal, self._offer = service, principal, offer
         self._executor_id, self._slots, self._poll = executor_id, slots, poll
@@ -67,7 +66,6 @@ class ExecutorStream:
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
         # Set to claim and check cancels again: by a wake-up, or a slot freed here.
         self._woken = asyncio.Event()
-        self._signals = signals
         # The clients this stream serves, and the operations it sent that are not answered.
         self._clients = {t for t in held if is_client(t)}
         self._sent: set[tuple[str, int]] = set()
@@ -80,7 +78,6 @@ class ExecutorStream:
         principal: Principal,
         hello: claim_service_pb2.Hello,
         poll: float,
-        signals: Signals,
     ) -> tuple[ExecutorStream, claim_service_pb2.Welcome]:
         """Register the executor that said `hello`; its session, and the welcome that
         says which of the leases it named still stand."""
@@ -92,7 +89,7 @@ class ExecutorStream:
             service.hello, principal, offer, leases
         )
         stream = cls(
-            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll, signals
+            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll
         )
         return stream, claim_service_pb2.Welcome(
             executor_id=executor_id, resumed=resumed, lost=lost
@@ -113,7 +110,6 @@ class ExecutorStream:
             connected.dec()
             for task in tasks:
                 task.cancel()
-            self._signals.forget_executor(self._executor_id)
             await asyncio.to_thread(self._service.goodbye, self._executor_id)
 
     # -- what the executor sends -----------------------------------------------------------
@@ -204,7 +200,8 @@ class ExecutorStream:
         )
 
     async def _result(self, result: claim_service_pb2.OperationResult) -> None:
-        """Apply an engine's answer, wake whoever waits on it, and send the next call."""
+        """Apply an engine's answer: its commit wakes whoever waits on it, and the operator
+        here, which sends the client's next call."""
         self._sent.discard((result.client, result.seq))
         try:
             applied = await asyncio.to_thread(self._service.engines.apply, self._principal, result)
@@ -219,15 +216,18 @@ class ExecutorStream:
             self._service.metrics.client_operations.labels(kind, outcome).inc()
             if outcome == "done" and kind != "create":
                 self._service.metrics.engine_seconds.inc(max(result.seconds, 0.0))
-        self._signals.answered(result.client, result.seq)
-        self._signals.executor(self._executor_id).set()
+        else:  # answered before (a resend): its commit woke no one, the next call may go
+            self._service.wakeups.deliver([operations_topic(self._executor_id)])
 
     # -- what the service pushes -----------------------------------------------------------
 
     async def _operate(self) -> None:
         """Push each held client's next call as it comes (woken by the call, else a
         poll), and tell the executor to free a client that was deleted or lost."""
-        wake = self._signals.executor(self._executor_id)
+        with self._service.wakeups.watching(operations_topic(self._executor_id)) as wake:
+            await self._operate_while(wake)
+
+    async def _operate_while(self, wake: asyncio.Event) -> None:
         engines = self._service.engines
         next_check = 0.0
         while True:
@@ -253,8 +253,7 @@ class ExecutorStream:
                 log.warning("client operations refused: %s", exc.reason)
             except Exception:
                 log.exception("client operations pass failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), CLIENT_CHECK_SECONDS)
+            await woken(wake, CLIENT_CHECK_SECONDS)
 
     async def _claim(self) -> None:
         """Lease tasks while slots are free and push cancels, each time work became

@@ -49,6 +49,16 @@ def executor_topic(executor_id: str) -> str:
     return f"executor:{executor_id}"
 
 
+def operations_topic(executor_id: str) -> str:
+    """A training client the executor holds has a call to run (or answered one)."""
+    return f"operations:{executor_id}"
+
+
+def future_topic(client_id: str, seq: int) -> str:
+    """A training client's call `seq` was answered."""
+    return f"future:{client_id}:{seq}"
+
+
 def mark(session: Session, *topics: str) -> None:
     """Publish `topics` once the session's transaction commits (never if it rolls back)."""
     session.info.setdefault("wakeups", set()).update(topics)

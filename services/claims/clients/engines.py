@@ -31,6 +31,7 @@ from services.core.config import Config
 from services.core.money import windows
 from services.core.store import Store, utcnow
 from services.core.tables import ClientRow, OperationRow
+from services.core.wakeups import future_topic, mark, operations_topic
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2
 
@@ -135,6 +136,8 @@ class Engines:
                 op = store.operation(session, client.id, result.seq)
                 if op is None or op.status not in store.PENDING:
                     return None  # answered before: a resend after a reconnect
+                # Its callers wait on the answer, and the client's next call may go now.
+                mark(session, future_topic(client.id, op.seq), operations_topic(client.executor_id))
                 op.seconds = max(result.seconds, 0.0)
                 client.seq = max(client.seq, op.seq)
                 client.update_time = now

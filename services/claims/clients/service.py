@@ -25,6 +25,7 @@ from services.core.config import Config
 from services.core.money import windows
 from services.core.money.tables import HoldRow
 from services.core.store import Store, utcnow
+from services.core.wakeups import mark, operations_topic
 from trainyard.client.v1 import client_pb2, client_service_pb2
 from trainyard.training.catalog import Catalog
 
@@ -97,6 +98,7 @@ class Clients:
                 )  # fmt: skip
                 create = {"base_model": base.name, "adaptation": ad, "seed": seed}
                 session.add(_operation(client_id, 0, "create", create, now))
+                mark(session, operations_topic(engine.id))
                 audit.record(
                     session, "training.client.created", org=principal.org, subject=client_id,
                     actor=principal.key_id, executor=engine.id, base=base.name,
@@ -170,6 +172,7 @@ class Clients:
                 windows.client_refusal(hold_of(session, client))
                 op = _operation(client.id, number, kind, given, now, digest)
                 session.add(op)
+                mark(session, operations_topic(client.executor_id))
                 return op.id, number, client.executor_id
 
         return claims_store.retry(work)

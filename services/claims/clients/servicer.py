@@ -4,7 +4,6 @@ answer (in-line within the call's `wait`, else the future with `202` over REST).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
@@ -17,59 +16,34 @@ from services.claims.clients.view import error_of
 from services.core import context, errors
 from services.core.pagetoken import PageTokens, page_size
 from services.core.rpc import REST_STATUS
+from services.core.wakeups import Wakeups, future_topic, woken
 from trainyard.client.v1 import client_pb2, client_service_pb2, client_service_pb2_grpc
 
 Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
-# How often a waiter reads the rows when no signal came (an answer applied by another
-# replica, a lease the sweep ended).
+# How often a waiter reads the rows when no wake-up came (one lost, a lease the sweep ended).
 POLL_SECONDS = 0.5
 STATUSES = ("placing", "ready", "failed", "lost", "deleted")
 
 
-class Signals:
-    """In-process wake-ups between the calls and the executor streams: a call stored for
-    an executor's client wakes that executor's stream; an answer applied wakes the
-    callers waiting on it. The rows stay the truth; a missed signal costs a poll."""
-
-    def __init__(self) -> None:
-        self._executors: dict[str, asyncio.Event] = {}
-        self._answers: dict[tuple[str, int], asyncio.Event] = {}
-
-    def executor(self, executor_id: str) -> asyncio.Event:
-        return self._executors.setdefault(executor_id, asyncio.Event())
-
-    def forget_executor(self, executor_id: str) -> None:
-        self._executors.pop(executor_id, None)
-
-    def wake(self, executor_id: str) -> None:
-        if executor_id in self._executors:
-            self._executors[executor_id].set()
-
-    def answered(self, client_id: str, seq: int) -> None:
-        if (client_id, seq) in self._answers:
-            self._answers[(client_id, seq)].set()
-
-    async def until(
-        self,
-        key: tuple[str, int],
-        read: Callable[[], Awaitable[Any]],
-        ended: Callable[[Any], bool],
-        wait: float,
-    ) -> Any:
-        """Read until `ended` says so or `wait` seconds pass; the last read."""
-        deadline = time.monotonic() + wait
-        event = self._answers.setdefault(key, asyncio.Event())
-        try:
-            while True:
-                event.clear()
-                found = await read()
-                left = deadline - time.monotonic()
-                if ended(found) or left <= 0:
-                    return found
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), min(left, POLL_SECONDS))
-        finally:
-            self._answers.pop(key, None)
+async def until(
+    wakeups: Wakeups,
+    topic: str,
+    read: Callable[[], Awaitable[Any]],
+    ended: Callable[[Any], bool],
+    wait: float,
+) -> Any:
+    """Read until `ended` says so or `wait` seconds pass, again each time `topic` is
+    published (whichever replica applied the answer) or `POLL_SECONDS` passed; the last
+    read."""
+    deadline = time.monotonic() + wait
+    with wakeups.watching(topic) as event:
+        while True:
+            event.clear()
+            found = await read()
+            left = deadline - time.monotonic()
+            if ended(found) or left <= 0:
+                return found
+            await woken(event, min(left, POLL_SECONDS))
 
 
 def _ended(future: client_pb2.Future) -> bool:
@@ -77,9 +51,9 @@ def _ended(future: client_pb2.Future) -> bool:
 
 
 class ClientServicer(client_service_pb2_grpc.ClientServiceServicer):
-    def __init__(self, clients: Clients, signals: Signals, tokens: PageTokens) -> None:
+    def __init__(self, clients: Clients, wakeups: Wakeups, tokens: PageTokens) -> None:
         self._clients = clients
-        self._signals = signals
+        self._wakeups = wakeups
         self._tokens = tokens
 
     async def CreateTrainingClient(
@@ -88,10 +62,10 @@ class ClientServicer(client_service_pb2_grpc.ClientServiceServicer):
         request = requests.read(request)
         wait = requests.wait_seconds(request)
         principal = context.principal()
-        client_id, executor_id = await asyncio.to_thread(self._clients.create, principal, request)
-        self._signals.wake(executor_id)
-        client, _ = await self._signals.until(
-            (client_id, 0),
+        client_id, _ = await asyncio.to_thread(self._clients.create, principal, request)
+        client, _ = await until(
+            self._wakeups,
+            future_topic(client_id, 0),
             lambda: asyncio.to_thread(self._clients.created, principal, client_id),
             lambda found: found[1],
             wait,
@@ -172,10 +146,9 @@ class ClientServicer(client_service_pb2_grpc.ClientServiceServicer):
     ) -> client_pb2.Future:
         wait = requests.wait_seconds(request)
         principal = context.principal()
-        future_id, _, executor_id = await asyncio.to_thread(
+        future_id, _, _ = await asyncio.to_thread(
             self._clients.call, principal, request.id, request.seq, kind, given
         )
-        self._signals.wake(executor_id)
         first = await asyncio.to_thread(self._clients.future, principal, future_id)
         return await self._answer(ctx, principal, first, wait, raise_failed=True)
 
@@ -184,8 +157,9 @@ class ClientServicer(client_service_pb2_grpc.ClientServiceServicer):
     ) -> client_pb2.Future:
         future: client_pb2.Future = first
         if not _ended(first):
-            future = await self._signals.until(
-                (first.client_id, first.seq),
+            future = await until(
+                self._wakeups,
+                future_topic(first.client_id, first.seq),
                 lambda: asyncio.to_thread(self._clients.future, principal, first.id),
                 _ended,
                 wait,
