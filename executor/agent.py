@@ -26,7 +26,7 @@ from executor.runner import PATIENCE_SECONDS, TaskRunner, trainer_env
 from executor.warm import WarmTrainer
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
-from trainyard.sdk import _channel
+from trainyard.sdk_base import channel
 from trainyard.training import events
 from trainyard.training.events import Event, Metric
 
@@ -76,7 +76,7 @@ class Agent:
         self.metrics.tasks_running.set_function(lambda: len(self.runners))
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._channel = _channel(config.url)
+        self._channel = channel(config.url)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
         self._journal = config.journal.open("a") if config.journal else None
         work = config.work_root / config.machine

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 import pytest
 
-from trainyard import sdk
+from trainyard import sdk, sdk_clients
 from trainyard.client.v1 import client_pb2
 
 
@@ -43,7 +43,7 @@ def test_future_error_carries_reason_and_field() -> None:
         status="failed",
         error=client_pb2.OperationError(code="VALIDATION_ERROR", message="m", field="data"),
     )
-    err = sdk._future_error(future)
+    err = sdk_clients._future_error(future)
     assert (err.code, err.reason, err.metadata) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "VALIDATION_ERROR",
@@ -65,7 +65,7 @@ class _Stub:
                 return client_pb2.TrainingClient(id=request.id, status="ready")
             with self.lock:
                 self.sent.append((method, request.seq))
-            kind = {v: k for k, v in sdk._METHODS.items()}[method]
+            kind = {v: k for k, v in sdk_clients._METHODS.items()}[method]
             return client_pb2.Future(
                 id=f"fut_{request.seq}", seq=request.seq, kind=kind, status="done"
             )
