@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from google.rpc import error_details_pb2, status_pb2
+
 from trainyard.common.v1 import error_reason_pb2
 
 PROBLEM_TYPE = "https://trainyard.dev/problems/"
@@ -76,6 +78,22 @@ AT_RETRY = frozenset(
 )
 # HIP-1333 §3: these three answer the money wire's body, not a problem document.
 MONEY = frozenset({"INSUFFICIENT_BALANCE", "SPEND_CAP_EXCEEDED", "BALANCE_UNAVAILABLE"})
+
+
+def details(status: status_pb2.Status) -> tuple[str, dict[str, str], list[tuple[str, str]]]:
+    """What a refusal's `google.rpc.Status` carries besides its code: its ErrorInfo's
+    reason and metadata, and each field its BadRequest names with what is wrong."""
+    reason, metadata, violations = "", {}, []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason, metadata = info.reason, dict(info.metadata)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations = [(v.field, v.description) for v in bad.field_violations]
+    return reason, metadata, violations
 
 
 def reasons() -> list[str]:

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 import grpc
-from google.rpc import error_details_pb2
 from grpc_status import rpc_status
+
+from trainyard import rest
 
 
 class TrainyardError(Exception):
@@ -37,16 +38,7 @@ class TrainyardError(Exception):
     @classmethod
     def from_rpc(cls, exc: grpc.RpcError) -> TrainyardError:
         status = rpc_status.from_call(exc)  # type: ignore[arg-type]
-        reason, metadata, violations = "", {}, []
-        for detail in status.details if status else ():
-            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-                info = error_details_pb2.ErrorInfo()
-                detail.Unpack(info)
-                reason, metadata = info.reason, dict(info.metadata)
-            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                bad = error_details_pb2.BadRequest()
-                detail.Unpack(bad)
-                violations = [(v.field, v.description) for v in bad.field_violations]
+        reason, metadata, violations = rest.details(status) if status else ("", {}, [])
         code = exc.code()  # type: ignore[attr-defined]
         return cls(
             code, reason or code.name, exc.details() or "", metadata,  # type: ignore[attr-defined]

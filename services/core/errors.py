@@ -178,16 +178,8 @@ def reason_of(status: status_pb2.Status) -> str | None:
 def rest_refusal(status: status_pb2.Status, *, retry: bool = False) -> tuple[int, str]:
     """The REST face of a refusal: its HTTP status and its body (a problem document, or the
     money wire's error), rendered once here from the same status a gRPC client reads."""
-    reason, metadata, fields = "INTERNAL_ERROR", {}, []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            reason, metadata = info.reason, dict(info.metadata)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            fields = [v.field for v in bad.field_violations]
+    reason, metadata, violations = rest.details(status)
+    reason, fields = reason or "INTERNAL_ERROR", [field for field, _ in violations]
     http = rest.status_of(reason, retry=retry)
     body = rest.refusal(reason, status.message, status=http, fields=fields, metadata=metadata)
     return http, json.dumps(body, separators=(",", ":"), sort_keys=True)

@@ -18,7 +18,6 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from google.protobuf import struct_pb2
-from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from services.claims.server import build_server as build_claims
@@ -26,6 +25,7 @@ from services.core import audit, auth, tables
 from services.core.config import Config
 from services.core.store import Store, utcnow
 from tests.support import ServiceThread
+from trainyard import rest
 from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import (
@@ -53,16 +53,8 @@ class Refusal:
 def refusal_of(exc: grpc.RpcError) -> Refusal:
     status = rpc_status.from_call(exc)  # type: ignore[arg-type]
     assert status is not None
-    reason, metadata, fields = "", {}, []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            reason, metadata = info.reason, dict(info.metadata)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            fields = [v.field for v in bad.field_violations]
+    reason, metadata, violations = rest.details(status)
+    fields = [field for field, _ in violations]
     return Refusal(exc.code(), reason, metadata, fields, str(status))  # type: ignore[attr-defined]
 
 
