@@ -165,10 +165,12 @@ class Datagrams:
         self._thread.start()
 
     def send(self, topics: Iterable[str]) -> None:
+        ports = self._ports()
         for payload in _payloads(topics, DATAGRAM_BYTES):
-            for port in self._ports():
+            data = payload.encode()
+            for port in ports:
                 with contextlib.suppress(OSError):
-                    self._sender.sendto(payload.encode(), ("127.0.0.1", port))
+                    self._sender.sendto(data, ("127.0.0.1", port))
 
     def _ports(self) -> list[int]:
         """The other processes' ports, read again at most once a second (a process
