@@ -4,20 +4,35 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# TORCH=cpu installs torch's CPU build from the PyTorch CPU wheel index (PyPI's build for
+# x86 Linux bundles CUDA, gigabytes a machine without an NVIDIA GPU never uses). Its
+# `+cpu` build replaces a CUDA build already installed; the install that follows keeps it.
+TORCH ?=
+TORCH_PIN := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)$(if $(TORCH),-torch-$(TORCH))
 # npm installs buf (proto lint) and uPlot, the console's chart, which Envoy serves.
 NODE := node_modules/.installed
 
 .PHONY: up test lint gen check-gen bench clean
 
 $(STAMP): pyproject.toml
+	@echo "make: installing Trainyard's Python packages into $(VENV) (the first time takes a few minutes; torch is the largest)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -qq --upgrade pip
+ifeq ($(TORCH),cpu)
+	@echo "make: installing $(TORCH_PIN)'s CPU build from $(TORCH_CPU_INDEX)"
+	$(BIN)/pip install -qq '$(TORCH_PIN)+cpu' --index-url $(TORCH_CPU_INDEX)
+else ifneq ($(TORCH),)
+	$(error TORCH may be cpu, or unset for PyPI's build)
+endif
 	# compat mode puts the checkout itself on the path, so new packages need no reinstall.
-	$(BIN)/pip install -qq -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install -qq -e '.[server,executor,dev]' --config-settings editable_mode=compat
 	@rm -f $(VENV)/.installed-*; touch $@
+	@echo "make: Python packages installed"
 
 $(NODE): package.json package-lock.json
+	@echo "make: installing buf and the console's chart with npm"
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -36,10 +51,17 @@ $(WRK):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 
 up: $(STAMP) $(NODE)
+	@echo "make: starting the stack (trainyard up); Ctrl-C stops it"
 	$(BIN)/trainyard up
 
+# Unit and integration modules run on TEST_WORKERS workers (pytest-xdist), a module on one
+# of them, each worker on its own ports and homes. The end-to-end tests run one at a time:
+# their stacks train on the same two cores, and several check what a lease's timing does.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(NODE) $(CHROMIUM)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/unit tests/integration
+	$(BIN)/pytest $(PYTEST_ARGS) tests/e2e
 
 lint: $(STAMP) $(NODE)
 	$(BIN)/ruff check .
@@ -62,6 +84,7 @@ bench: $(STAMP) $(WRK)
 	$(BIN)/python bench/training.py
 	$(BIN)/python bench/projection.py
 	$(BIN)/python bench/clients.py
+	$(BIN)/python bench/tinker_sdk.py
 	$(BIN)/python bench/scale.py
 
 clean:

@@ -1,6 +1,6 @@
 """A training client's round trip: one small forward_backward (one datum of 32 tokens on
 `fixture-tiny-llm`) through the gateway with the SDK, against the same call on the same
-model in this process (`executor.engine.Engine`), in one run; the ratio is what the
+model in this process (`executor.engines.lora.Engine`), in one run; the ratio is what the
 gateway, the services, the store and the executor's wire add to each call.
 
     python bench/clients.py [--calls 50] [--warmup 5]
@@ -84,7 +84,7 @@ def through_gateway(url: str, key: str, org: str, calls: int, warmup: int) -> li
 
 
 def in_process(calls: int, warmup: int) -> list[float]:
-    from executor.engine import Engine
+    from executor.engines.lora import Engine
 
     engine = Engine(BASE, {"rank": RANK}, SEED)
     body = {

@@ -26,9 +26,8 @@ from google.protobuf import json_format
 
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.pagetoken import PageTokens
 from services.core.validation import parse_json_job
-from services.jobs.service import JobService
+from services.jobs.create import JobCreation
 from trainyard.training import decisions
 from trainyard.training.catalog import DECIDER_BASE, Catalog
 
@@ -48,7 +47,7 @@ def job(mode: str, projection: bool, steps: int) -> dict[str, Any]:
         "output": {"kind": "capability"},
         "resources": {"budget": 100},
     }
-    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    service = JobCreation(None, Catalog(), Config.from_env({}), None)  # type: ignore[arg-type]
     admitted = service.admit(Principal("k", "bench", "member"), parse_json_job(spec))
     out = json_format.MessageToDict(admitted.job, preserving_proto_field_name=True)
     # A create bounds max_steps at 100; the bench runs longer for a steadier figure.
@@ -84,7 +83,8 @@ def subspace(mode: str) -> tuple[float, int, float]:
     """(seconds, directions, MiB) of the projector a job of `mode` builds at start."""
     import torch
 
-    from executor import decider
+    from executor.models import decider
+    from executor.trainers.decisions.projection import protected_subspace
 
     torch.set_num_threads(1)
     model = decider.build()
@@ -93,7 +93,7 @@ def subspace(mode: str) -> tuple[float, int, float]:
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     rows = [r for name in KNOWN for r in decisions.split(decisions.SUITES[name].rows())[0]]
     started = time.perf_counter()
-    projector = decider.protected_subspace(model, rows, params, 1.0)
+    projector = protected_subspace(model, rows, params, 1.0)
     took = time.perf_counter() - started
     return took, sum(projector.directions().values()), projector.nbytes / 2**20
 

@@ -66,7 +66,14 @@ def running(
                 **env,
                 "TRAINYARD_DATABASE_URL": stack_of.enter_context(postgres_schema(POSTGRES_URL)),
             }
-        env = {"TRAINYARD_HOME": home, "TRAINYARD_GATEWAY_PORT": "0", **env}
+        env = {
+            "TRAINYARD_HOME": home,
+            "TRAINYARD_GATEWAY_PORT": "0",
+            # One key loads the gateway as many would: the per-key bucket is not the figure.
+            "TRAINYARD_RATE_PER_KEY": "1000000",
+            "TRAINYARD_RATE_BURST_PER_KEY": "1000000",
+            **env,
+        }
         config = Config.from_env(env)
         # The services read their configuration from the environment the stack hands on.
         stack_of.enter_context(_environ(env))

@@ -1,7 +1,7 @@
 """The trainer alone on this machine's accelerator (CUDA with bf16 where there is one,
 else the CPU): the fixture job's tokens/s and wall time, straight from its events.
 
-    python -m bench.trainer [--steps 60] [--batch 4] [--seq 256]
+    python -m bench.trainer [--steps 60] [--batch 4] [--seq 256] [--precision bf16]
 """
 
 from __future__ import annotations
@@ -19,10 +19,16 @@ from google.protobuf import json_format
 
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.pagetoken import PageTokens
 from services.core.validation import parse_json_job
-from services.jobs.service import JobService
+from services.jobs.create import JobCreation
 from trainyard.training.catalog import Catalog
+
+
+def _default_precision() -> str:
+    """bf16 on a GPU that has it (the job's `base_load_precision`), else fp32."""
+    import torch
+
+    return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
 
 
 def main() -> None:
@@ -30,6 +36,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default=_default_precision())
     args = parser.parse_args()
     spec = {
         "base_model": "fixture-tiny-llm",
@@ -40,9 +47,10 @@ def main() -> None:
             "save_steps": args.steps,
             "per_device_train_batch_size": args.batch,
             "max_seq_length": args.seq,
+            "base_load_precision": args.precision,
         },
     }
-    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    service = JobCreation(None, Catalog(), Config.from_env({}), None)  # type: ignore[arg-type]
     job = json_format.MessageToDict(
         service.admit(Principal("k", "bench", "member"), parse_json_job(spec)).job,
         preserving_proto_field_name=True,

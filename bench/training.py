@@ -93,14 +93,15 @@ def bare(steps: int) -> float:
     import torch
     import torch.distributed as dist
 
-    from executor import fixture, train
+    from executor.models import fixture
+    from executor.trainers.language import data
+    from executor.wire.plan import Plan
     from services.core.auth import Principal
-    from services.core.pagetoken import PageTokens
     from services.core.validation import parse_json_job
-    from services.jobs.service import JobService
+    from services.jobs.create import JobCreation
     from trainyard.training.catalog import Catalog
 
-    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    service = JobCreation(None, Catalog(), Config.from_env({}), None)  # type: ignore[arg-type]
     admitted = service.admit(
         Principal("k", "bench", "member"),
         parse_json_job({**SPEC, "hyperparameters": {"max_steps": steps, "save_steps": steps}}),
@@ -110,8 +111,8 @@ def bare(steps: int) -> float:
         (Path(work) / "task.json").write_text(
             json.dumps({"job": job, "task": {}, "output_dir": work})
         )
-        plan = train.load_plan(str(Path(work) / "task.json"))
-        trainset, _, _ = train.examples(plan)
+        plan = Plan.load(Path(work) / "task.json")
+        trainset, _, _ = data.examples(plan)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -130,9 +131,9 @@ def bare(steps: int) -> float:
                 "zero_allow_untested_optimizer": True, "gradient_clipping": 1.0, "steps_per_print": 10**9},
     )  # fmt: skip
     rates = []
-    for batch in train.step_batches(len(trainset), plan):
+    for batch in data.step_batches(len(trainset), plan):
         tick = time.perf_counter()
-        micro = train.my_share(batch, plan)
+        micro = data.my_share(batch, plan)
         total = max(1, sum(trainset[i].trained_tokens for m in micro for i in m))
         for index, group in enumerate(micro):
             engine.set_gradient_accumulation_boundary(index == len(micro) - 1)

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import click
 
-from executor.agent import Agent, AgentConfig
+from executor.agent.agent import Agent
+from executor.agent.config import AgentConfig
+from executor.agent.disk import GiB, base_bytes
 from trainyard import logs
 from trainyard.exposition import metrics_port_file
 from trainyard.ports import publish_port
+from trainyard.private import private
 from trainyard.training.catalog import Catalog
 
 
@@ -50,18 +53,58 @@ from trainyard.training.catalog import Catalog
 @click.option(
     "--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Where tasks run."
 )
+@click.option(
+    "--keep-work",
+    is_flag=True,
+    help="Keep every task's work directory, its data in the clear included (for debugging).",
+)
+@click.option(
+    "--failed-work-hours",
+    envvar="TRAINYARD_FAILED_WORK_HOURS",
+    default=24.0,
+    show_default=True,
+    help="How long a failed task's log and plan are kept for diagnosis.",
+)
+@click.option(
+    "--work-budget-gib",
+    envvar="TRAINYARD_EXECUTOR_WORK_BUDGET_GIB",
+    default=0.0,
+    show_default=True,
+    help="The most the work directory may hold; a task that would pass it is refused (0: the disk's free space alone).",
+)
+@click.option(
+    "--disk-margin-gib",
+    envvar="TRAINYARD_EXECUTOR_DISK_MARGIN_GIB",
+    default=2.0,
+    show_default=True,
+    help="Free space a task needs beyond its base's size, else it is refused.",
+)
 @click.pass_context
 def executor(
-    ctx: click.Context, machine: str | None, devices: str, platform: bool, slots: int,
-    clients: int, trainer: str, warm: bool, work_dir: Path | None,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    machine: str | None,
+    devices: str,
+    platform: bool,
+    slots: int,
+    clients: int,
+    trainer: str,
+    warm: bool,
+    work_dir: Path | None,
+    keep_work: bool,
+    failed_work_hours: float,
+    work_budget_gib: float,
+    disk_margin_gib: float,
+) -> None:
     """Run an executor: claim tasks, run their trainers, report, obey cancels."""
+    private()  # its work directories hold an org's dataset and outputs in the clear
     logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
     home = Path(os.environ.get("TRAINYARD_HOME") or ".trainyard").resolve()
     journal = os.environ.get("TRAINYARD_EXECUTOR_JOURNAL")
+    catalog = Catalog.from_env(os.environ)
     config = AgentConfig(
         url=ctx.obj["url"],
-        bases=tuple(Catalog.from_env(os.environ).names),
+        bases=tuple(catalog.names),
+        bases_now=lambda: tuple(catalog.names),
         api_key=ctx.obj["api_key"],
         devices=tuple(d.strip() for d in devices.split(",") if d.strip()),
         platform=platform,
@@ -71,6 +114,11 @@ def executor(
         warm=warm,
         work_root=work_dir or home / "executor",
         journal=Path(journal) if journal else None,
+        keep_work=keep_work,
+        failed_work_seconds=max(0.0, failed_work_hours) * 3600,
+        work_budget_bytes=int(max(0.0, work_budget_gib) * GiB),
+        disk_margin_bytes=int(max(0.0, disk_margin_gib) * GiB),
+        base_size=lambda name: base_bytes(catalog.get(name)),
     )
     if machine:
         config.machine = machine
@@ -105,7 +153,7 @@ def export(name: str, out: Path) -> None:
     outside Trainyard. base_sha256 is the digest a job's result names, and the sha256 of
     the directory's model.safetensors. Built here from code: no gateway is asked.
     """
-    from executor import bases  # torch and transformers: loaded for this command only
+    from executor.models import bases  # torch and transformers: loaded for this command only
 
     try:
         digest = bases.export(name, out)

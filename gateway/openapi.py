@@ -26,6 +26,7 @@ from typing import Any
 from google.api import annotations_pb2, field_behavior_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 
+from gateway.rules import NULLABLE
 from trainyard import rest
 
 HERE = Path(__file__).parent
@@ -42,9 +43,17 @@ _INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 
 _UINT32 = {"type": "integer", "format": "uint32", "minimum": 0, "maximum": 2**32 - 1}
 _INT64 = {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1}
 _UINT64 = {"type": "integer", "format": "uint64", "minimum": 0, "maximum": 2**64 - 1}
-# proto3 JSON prints 64-bit integers as decimal strings (and reads either form).
-_INT64_JSON = {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
-_UINT64_JSON = {"type": "string", "format": "uint64", "pattern": "^[0-9]+$"}
+# proto3 JSON prints 64-bit integers as decimal strings; the REST face rewrites each to a
+# JSON number (gateway/rest.lua), and reads a number too. Only a wrapper stays a string.
+_INT64_STRING = {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
+_UINT64_STRING = {"type": "string", "format": "uint64", "pattern": "^[0-9]+$"}
+_INT64_JSON = _INT64
+_UINT64_JSON = _UINT64
+_WIDE = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
+_EXACT = (
+    "A JSON number: its digits are exact, and a reader that holds numbers as doubles reads "
+    "it exactly below 2^53."
+)
 _DOUBLE = {"type": "number", "format": "double"}
 _FLOAT = {"type": "number", "format": "float"}
 _BOOL = {"type": "boolean"}
@@ -66,8 +75,8 @@ _TEXT_SCALARS: dict[int, Schema] = {
     _F.TYPE_UINT64: _UINT64, _F.TYPE_FIXED64: _UINT64,
 }  # fmt: skip
 _WRAPPERS: dict[str, Schema] = {
-    "DoubleValue": _DOUBLE, "FloatValue": _FLOAT, "Int64Value": _INT64_JSON,
-    "UInt64Value": _UINT64_JSON, "Int32Value": _INT32, "UInt32Value": _UINT32,
+    "DoubleValue": _DOUBLE, "FloatValue": _FLOAT, "Int64Value": _INT64_STRING,
+    "UInt64Value": _UINT64_STRING, "Int32Value": _INT32, "UInt32Value": _UINT32,
     "BoolValue": _BOOL, "StringValue": _STRING, "BytesValue": _BYTES,
 }  # fmt: skip
 # Well-known types print as proto3's JSON mapping says, not as their fields.
@@ -93,34 +102,42 @@ _HTTP_BODY = ".google.api.HttpBody"
 # method the path does not take, a service that is down) and every service's (the key, the
 # role, the org's resource, a concurrent writer, a failure inside).
 COMMON_REASONS = (
-    "VALIDATION_ERROR", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
-    "METHOD_NOT_ALLOWED", "CONFLICT", "INTERNAL_ERROR", "UNAVAILABLE",
+    "INVALID_REQUEST", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
+    "METHOD_NOT_ALLOWED", "CONFLICT", "INTERNAL_ERROR", "UNAVAILABLE", "RATE_LIMITED",
 )  # fmt: skip
 # Only where there is a body to parse.
 BODY_REASONS = ("MALFORMED_JSON",)
-# Envoy answers a body over its limit itself: 413 `VALIDATION_ERROR` (gateway/render.py).
+# Envoy answers a body over its limit itself: 413 `PAYLOAD_TOO_LARGE` (gateway/render.py).
 TOO_LARGE = 413
 _SHAPE = (
     "UNSUPPORTED_BASE", "UNSUPPORTED_ADAPTATION", "UNSUPPORTED_OBJECTIVE", "UNSUPPORTED_PROTECT",
     "UNSUPPORTED_OUTPUT", "UNSUPPORTED_DEVICE", "UNSUPPORTED_EVALUATION",
     "INCOMPATIBLE_ADAPTERS", "INCOMPATIBLE_BASIS", "BUDGET_REQUIRED",
 )  # fmt: skip
-_DATASET = ("DATASET_SELECTION_INVALID", "DATASET_EMPTY", "DATASET_UNUSABLE", "DATASET_CONFLICT")
+_DATASET = (
+    "TRAINING_DATASET_SELECTION_INVALID",
+    "TRAINING_DATASET_EMPTY",
+    "TRAINING_DATASET_UNUSABLE",
+    "TRAINING_DATASET_CONFLICT",
+)
 _MONEY = tuple(sorted(rest.MONEY))
 # The reasons a method meets beyond the common ones that its proto comment does not name in
 # backticks (those are read from the descriptor and added): HIP-1333 §3's create order, §6
 # and §10's grants, §5's leases.
 REASONS: Mapping[str, tuple[str, ...]] = {
     "trainyard.job.v1.JobService.CreateJob": (
-        *_SHAPE, *_DATASET, *_MONEY, "DURATION_EXCEEDS_LIMIT", "QUEUE_LIMIT_EXCEEDED",
-        "JOB_LIMIT", "IDEMPOTENCY_KEY_REUSED",
+        *_SHAPE, *_DATASET, *_MONEY, "TRAINING_DURATION_EXCEEDS_LIMIT", "JOB_LIMIT",
+        "IDEMPOTENCY_KEY_REUSED",
     ),
-    "trainyard.job.v1.JobService.EstimateJob": (*_SHAPE, *_DATASET),
+    # An empty or unusable selection is answered (`is_trainable: false`), not refused.
+    "trainyard.job.v1.JobService.EstimateJob": (
+        *_SHAPE, "TRAINING_DATASET_SELECTION_INVALID", "TRAINING_DATASET_CONFLICT",
+    ),
     "trainyard.job.v1.JobService.RetryJob": (
         "IDEMPOTENCY_KEY_REUSED", "INVALID_TRANSITION", "CHECKPOINT_UNAVAILABLE",
-        "DURATION_EXCEEDS_LIMIT", "QUEUE_LIMIT_EXCEEDED",
+        "TRAINING_DURATION_EXCEEDS_LIMIT", "JOB_LIMIT",
     ),
-    "trainyard.job.v1.JobService.CancelJob": ("JOB_NOT_IN_TRAINING",),
+    "trainyard.job.v1.JobService.CancelJob": ("TRAINING_JOB_NOT_IN_TRAINING",),
     "trainyard.job.v1.JobService.PublishJob": ("INVALID_TRANSITION", "ROUTE_CONFLICT"),
     "trainyard.artifact.v1.ArtifactService.CreateArtifact": ("PENDING_LIMIT", *_MONEY),
     "trainyard.artifact.v1.ArtifactService.ConfirmArtifact": (
@@ -137,6 +154,7 @@ REASONS: Mapping[str, tuple[str, ...]] = {
     **{
         f"trainyard.client.v1.ClientService.{method}": (
             "CLIENT_GONE", "IDEMPOTENCY_KEY_REUSED", "INSUFFICIENT_BALANCE", "SPEND_CAP_EXCEEDED",
+            "DEADLINE_EXCEEDED",
         )
         for method in (
             "RunForwardBackward", "RunOptimStep", "SampleTrainingClient", "SaveTrainingClientWeights",
@@ -237,11 +255,13 @@ class _Descriptors:
                 for j, method in enumerate(service.method):
                     self.methods.append(
                         _Method(
-                            service=service, package=file.package, proto=method,
+                            service=service,
+                            package=file.package,
+                            proto=method,
                             comment=comments.get((6, i, 2, j), ""),
                             service_comment=comments.get((6, i), ""),
                         )
-                    )  # fmt: skip
+                    )
 
     def _message(
         self,
@@ -322,6 +342,14 @@ def bindings(descriptors: _Descriptors) -> list[Binding]:
     return found
 
 
+def _nullable(schema: Schema) -> Schema:
+    """`schema`, or `null` where the answer has none (gateway/rules.py's `NULLABLE`)."""
+    notes: Schema = {
+        k: schema.pop(k) for k in ("description", "readOnly", "writeOnly") if k in schema
+    }
+    return {"anyOf": [schema, {"type": "null"}], **notes}
+
+
 def _behaviors(field: descriptor_pb2.FieldDescriptorProto) -> set[int]:
     return set(field.options.Extensions[field_behavior_pb2.field_behavior])
 
@@ -389,6 +417,8 @@ class _Generator:
             schema["readOnly"] = True
         if field_behavior_pb2.INPUT_ONLY in behaviors:
             schema["writeOnly"] = True
+        if field.type in _WIDE and "below 2^53" not in comment:
+            comment = f"{comment}\n\n{_EXACT}" if comment else _EXACT
         if comment:
             schema["description"] = comment
         return schema
@@ -401,6 +431,9 @@ class _Generator:
             "type": "object",
             "properties": {f.name: self.field_schema(f, message.fields[f.name]) for f in fields},
         }
+        for name in NULLABLE.get(type_name[1:], ()):
+            if name in schema["properties"]:
+                schema["properties"][name] = _nullable(schema["properties"][name])
         notes = [message.comment] if message.comment else []
         for index, name in sorted(message.oneofs.items()):
             members = [
@@ -475,9 +508,16 @@ class _Generator:
         request = binding.method.proto.input_type
         message = self.d.messages[request]
         required = False
-        if binding.body == "*":
-            taken = {name.split(".")[0] for name in binding.path_params}
+        whole = binding.body == "*" or self._stands_for_request(request, binding.body)
+        if whole:
+            taken = {name.split(".")[0] for name in binding.path_params} | {binding.body}
             schema = self._message_schema(request, leave_out=taken)
+            if binding.body != "*":
+                schema["description"] = (
+                    f"{schema.get('description', '')}\n\nThe request's fields as JSON, bound "
+                    f"to `{binding.body}` and read strictly by the service: an unknown field "
+                    "is refused `invalid_request`, naming it."
+                ).strip()
             needed = [
                 f.name
                 for f in message.proto.field
@@ -499,6 +539,13 @@ class _Generator:
                 + schema.get("description", ""),
             }
         return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+    def _stands_for_request(self, request: str, body: str) -> bool:
+        """A `google.protobuf.Struct` body the service reads as the request's own fields:
+        every one but a job's, which stands for the request's `job`."""
+        fields = {f.name: f for f in self.d.messages[request].proto.field}
+        struct = fields[body].type_name == ".google.protobuf.Struct"
+        return struct and "job" not in fields
 
     def _struct_bound(
         self, request: str, field: descriptor_pb2.FieldDescriptorProto, comment: str
@@ -529,7 +576,7 @@ class _Generator:
         described = self.d.messages.get(output)
         ok_text = _summary(described.comment) if described and described.comment else "OK"
         if output == _HTTP_BODY:
-            content: Schema = {"*/*": {"schema": {}}}
+            content: Schema = {"application/octet-stream": {"schema": {}}}
         else:
             schema = self._type(output)
             if method.proto.server_streaming:
@@ -566,7 +613,7 @@ class _Generator:
         if has_body:
             self.responses_["ContentTooLarge"] = {
                 "description": f"{_phrase(TOO_LARGE)}: the body is larger "
-                "than the gateway takes (`VALIDATION_ERROR`).",
+                "than the gateway takes (`PAYLOAD_TOO_LARGE`).",
                 "content": {
                     rest.PROBLEM_CONTENT_TYPE: {"schema": self._answer("Problem", TOO_LARGE)}
                 },
@@ -575,7 +622,7 @@ class _Generator:
         return out
 
     def _refusal(self, status: int, reasons: list[str], *, retry: bool = False) -> Schema:
-        listed = ", ".join(f"`{r}`" for r in reasons)
+        listed = ", ".join(f"`{r.lower()}`" for r in reasons)
         response: Schema = {
             "description": f"{_phrase(status)}: {listed}.",
             "content": {},
@@ -625,6 +672,8 @@ class _Generator:
             op["description"] = method.comment
         if body is not None:
             op["requestBody"] = body
+        if method.proto.output_type == _HTTP_BODY:
+            op["security"] = []  # a download: the token in its path is the credential
         if method.proto.options.deprecated:
             op["deprecated"] = True
         return op
@@ -649,7 +698,7 @@ def _status(method: _Method, reason: str) -> int:
 def _codes(kind: str, status: int, *, retry: bool = False) -> list[str]:
     """The reasons the table answers a status with, in a `Problem` or the money `Error`."""
     if status == TOO_LARGE:
-        return ["VALIDATION_ERROR"]
+        return ["PAYLOAD_TOO_LARGE"]
     money = kind == "Error"
     return [
         r
@@ -661,7 +710,7 @@ def _codes(kind: str, status: int, *, retry: bool = False) -> list[str]:
 def _problem(status: int, codes: list[str]) -> Schema:
     return {
         "allOf": [{"$ref": "#/components/schemas/Problem"}],
-        "properties": {"status": {"const": status}, "code": {"enum": codes}},
+        "properties": {"status": {"const": status}, "code": {"enum": [c.lower() for c in codes]}},
     }
 
 
@@ -696,8 +745,9 @@ def _common_schemas() -> dict[str, Schema]:
                 "detail": {"type": "string"},
                 "code": {
                     "type": "string",
-                    "enum": [r for r in rest.STATUSES if r not in rest.MONEY],
-                    "description": "The stable reason (`google.rpc.ErrorInfo.reason`).",
+                    "enum": [r.lower() for r in rest.STATUSES if r not in rest.MONEY],
+                    "description": "The stable reason: `google.rpc.ErrorInfo.reason` in lower "
+                    "case, the seeds' word where they name one.",
                 },
                 "fields": {**strings, "description": "The fields at fault, by name only."},
                 "supported": {**strings, "description": "What a closed set accepts."},

@@ -3,6 +3,7 @@ cluster per service, one endpoint per replica, balanced round robin per request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import string
 from collections.abc import Mapping, Sequence
@@ -64,6 +65,17 @@ _RETRY = _retry("connect-failure,refused-stream,reset-before-request")
 # A read (`idempotency_level = NO_SIDE_EFFECTS`) is also sent on when its replica died
 # under it, since running it twice changes nothing.
 _READ_RETRY = _retry("connect-failure,refused-stream,reset-before-request,reset")
+# A call to a service spends a token of its key's bucket (the local rate limit filter in
+# envoy.yaml.tmpl), whichever header carries the key.
+_PER_KEY = (
+    "[{actions: [{request_headers: {header_name: authorization, descriptor_key: authorization}}]}, "
+    "{actions: [{request_headers: {header_name: x-api-key, descriptor_key: x-api-key}}]}]"
+)
+# The executors' stream is never buffered whole: it ends when the executor does.
+_NO_BUFFER = (
+    "{'@type': type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute, "
+    "disabled: true}"
+)
 # Envoy's default circuit breakers allow 1,024 connections, pending and open requests (and
 # 3 retries) at once per cluster; a thousand executors' streams and their calls would trip
 # them on claims.
@@ -81,6 +93,9 @@ SERVES: dict[str, tuple[str, ...]] = {
 }
 # Upstream name → the gRPC service whose health stands for the upstream's.
 SERVICES = {name: served[0] for name, served in SERVES.items()}
+# Upstreams that speak HTTP/1.1, not gRPC: name → (the path prefix routed to it, its
+# health path). The Tinker wire (services/tinker) serves the official `tinker` SDK.
+HTTP_SERVICES = {"tinker": ("/api/v1/", "/api/v1/healthz")}
 
 # Envoy's own answers, in order of precedence: (HTTP status, condition, reason, message).
 # A body that fails to transcode has already been rewritten to the gRPC method (the
@@ -104,12 +119,13 @@ _NOT_ANSWERED = (
 _LOCAL_REPLIES = [
     # A read carries no body: what failed to transcode is a query value.
     (400, f"and_filter: {{filters: [{{header_filter: {_TRANSCODED}}}, {{header_filter: {_READ}}}]}}",
-     "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
+     "INVALID_REQUEST", "A query parameter is unknown or not valid."),
     (400, f"header_filter: {_TRANSCODED}", "MALFORMED_JSON",
      "The request body is not a JSON object of the method's shape."),
-    (400, _REST, "VALIDATION_ERROR", "A query parameter is unknown or not valid."),
+    (400, _REST, "INVALID_REQUEST", "A query parameter is unknown or not valid."),
     (404, _REST, "NOT_FOUND", "No such route."),
-    (413, _REST, "VALIDATION_ERROR", "The request body is too large."),
+    (413, _REST, "PAYLOAD_TOO_LARGE", "The request body is too large."),
+    (429, _REST, "RATE_LIMITED", "Too many requests with this key; retry later."),
     (503, _REST, "UNAVAILABLE", "The service is unavailable; retry later."),
     (504, _REST, "UNAVAILABLE", "The service did not answer in time; retry later."),
 ]  # fmt: skip
@@ -140,8 +156,14 @@ def _mappers() -> str:
 def _lua() -> str:
     """The REST face's script (gateway/rest.lua) with the routes it knows, generated."""
     routes: dict[str, dict[str, dict[str, str]]] = {}
+    replies: dict[str, dict[str, str]] = {}
+    shapes = rules.shapes()
     for rule in rules.rules():
         routes.setdefault(rule.pattern, {})[rule.verb] = rule.query_params()
+        if (answer := rule.method.output_type[1:]) in shapes:
+            # A stream's answer is rewritten line by line as it passes (`stream:` marks it).
+            prefix = "stream:" if rule.method.server_streaming else ""
+            replies.setdefault(rule.pattern, {})[rule.verb] = prefix + answer
     lines = ["ROUTES = {"]
     for pattern, methods in routes.items():
         allow = ", ".join(sorted(methods))
@@ -149,19 +171,44 @@ def _lua() -> str:
             f"{verb} = {{{', '.join(f'{k} = {json.dumps(v)}' for k, v in sorted(params.items()))}}}"
             for verb, params in sorted(methods.items())
         )
-        lines.append(
-            f"  {{pattern = {json.dumps(pattern)}, allow = {json.dumps(allow)}, methods = {{{verbs}}}}},"
+        answers = ", ".join(
+            f"{verb} = {json.dumps(m)}" for verb, m in sorted(replies.get(pattern, {}).items())
         )
+        lines.append(
+            f"  {{pattern = {json.dumps(pattern)}, allow = {json.dumps(allow)}, "
+            f"methods = {{{verbs}}}, replies = {{{answers}}}}},"
+        )
+    lines.append("}")
+    titles = ", ".join(
+        f"{reason} = {json.dumps(title)}" for reason, (_, title) in rest.STATUSES.items()
+    )
+    lines.append(f"TITLES = {{{titles}}}")
+    lines.append("SHAPES = {")
+    lines.extend(
+        f"  [{json.dumps(name)}] = {{fields = {{{_lua_kinds(shape['fields'])}}}, "
+        f"nulls = {{{', '.join(json.dumps(n) for n in shape['nulls'])}}}}},"
+        for name, shape in shapes.items()
+    )
     lines.append("}")
     return "\n".join(lines) + "\n\n" + LUA.read_text()
 
 
-def _routes() -> str:
+def _lua_kinds(fields: dict[str, object]) -> str:
+    """A shape's fields as a Lua table's members: `int`, a message's name, `{map = …}`."""
+
+    def kind(k: object) -> str:
+        return f"{{map = {kind(k['map'])}}}" if isinstance(k, dict) else json.dumps(k)
+
+    return ", ".join(f"[{json.dumps(name)}] = {kind(k)}" for name, k in fields.items())
+
+
+def _routes(http: Sequence[str] = ()) -> str:
     # No idle timeout on the executors' stream: an idle executor keeps one stream for
     # hours, and the HTTP/2 pings on both sides find a peer that is gone.
     out = [
         f"""              - match: {{path: {CONNECT}}}
-                route: {{cluster: claims, timeout: 0s, idle_timeout: 0s}}""",
+                route: {{cluster: claims, timeout: 0s, idle_timeout: 0s, rate_limits: {_PER_KEY}}}
+                typed_per_filter_config: {{envoy.filters.http.buffer: {_NO_BUFFER}}}""",
         # The contract's own description, read once from the file at config load.
         f"""              - match:
                   path: /v1/train/openapi.json
@@ -170,6 +217,14 @@ def _routes() -> str:
                 response_headers_to_add: [{{header: {{key: content-type, value: application/json}}}}]""",
     ]
     out.extend(_console_routes())
+    # The HTTP upstreams: no timeout (a Tinker future is long-polled), a token of the key's
+    # bucket per call (the SDK sends its key as `x-api-key`).
+    for name in http:
+        prefix = HTTP_SERVICES[name][0]
+        out.append(
+            f"""              - match: {{prefix: {prefix}}}
+                route: {{cluster: {name}, timeout: 0s, retry_policy: {_RETRY}, rate_limits: {_PER_KEY}}}"""
+        )
     for name, served in SERVES.items():
         # gRPC health of one service through the gateway: pick it with `x-trainyard-service`.
         out.append(
@@ -184,14 +239,15 @@ def _routes() -> str:
                 f"""              - match:
                   path: /{full}/{method}
                   headers: [{{name: content-type, string_match: {{prefix: application/grpc}}}}]
-                route: {{cluster: {name}, timeout: 0s, retry_policy: {_READ_RETRY}}}"""
+                route: {{cluster: {name}, timeout: 0s, retry_policy: {_READ_RETRY},
+                        rate_limits: {_PER_KEY}}}"""
                 for method in _reads().get(full, ())
             )
             out.append(
                 f"""              - match:
                   prefix: /{full}/
                   headers: [{{name: content-type, string_match: {{prefix: application/grpc}}}}]
-                route: {{cluster: {name}, timeout: 0s, retry_policy: {_RETRY}}}"""
+                route: {{cluster: {name}, timeout: 0s, retry_policy: {_RETRY}, rate_limits: {_PER_KEY}}}"""
             )
     return "\n".join(out)
 
@@ -242,13 +298,18 @@ def _endpoints(ports: int | Sequence[int]) -> list[int]:
     return [ports] if isinstance(ports, int) else list(ports)
 
 
+def _lb_endpoints(host: str, ports: int | Sequence[int]) -> str:
+    """A cluster's `lb_endpoints` entries, one a replica."""
+    return "\n".join(
+        f"        - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}"
+        for port in _endpoints(ports)
+    )
+
+
 def _clusters(ports: Mapping[str, int | Sequence[int]], host: str) -> str:
     out = []
     for name, full in SERVICES.items():
-        endpoints = "\n".join(
-            f"        - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}"
-            for port in _endpoints(ports[name])
-        )
+        endpoints = _lb_endpoints(host, ports[name])
         out.append(
             f"""  - name: {name}
     type: STATIC
@@ -276,7 +337,43 @@ def _clusters(ports: Mapping[str, int | Sequence[int]], host: str) -> str:
       - lb_endpoints:
 {endpoints}"""
         )
+    for name, (_, health) in HTTP_SERVICES.items():
+        if name not in ports:
+            continue
+        endpoints = _lb_endpoints(host, ports[name])
+        out.append(
+            f"""  - name: {name}
+    type: STATIC
+    connect_timeout: 2s
+    circuit_breakers:
+      thresholds:
+      - {{max_connections: {CIRCUIT_LIMIT}, max_pending_requests: {CIRCUIT_LIMIT}, max_requests: {CIRCUIT_LIMIT},
+         max_retries: {CIRCUIT_LIMIT}}}
+    health_checks:
+    - timeout: 2s
+      interval: 2s
+      no_traffic_interval: 2s
+      unhealthy_threshold: 2
+      healthy_threshold: 1
+      http_health_check: {{path: {health}}}
+    load_assignment:
+      cluster_name: {name}
+      endpoints:
+      - lb_endpoints:
+{endpoints}"""
+        )
     return "\n".join(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one key may send through one Envoy: requests a second, sustained and in a
+    burst (`TRAINYARD_RATE_PER_KEY`, `TRAINYARD_RATE_BURST_PER_KEY`), and the largest
+    request body (`TRAINYARD_MAX_BODY_BYTES`)."""
+
+    rate_per_second: int = 300
+    rate_burst: int = 600
+    max_body_bytes: int = 8 * 1024 * 1024
 
 
 def render(
@@ -284,26 +381,35 @@ def render(
     listen_host: str,
     listen_port: int,
     admin_port: int,
+    admin_socket: Path | str,
     ports: Mapping[str, int | Sequence[int]],
     upstream_host: str = "127.0.0.1",
     idle_timeout_seconds: int = 300,
+    limits: Limits | None = None,
 ) -> str:
     """The config for `ports`, each service's replicas' ports (or its one port);
-    `idle_timeout_seconds` cuts any request but the executors' stream that has had nothing
-    to send or receive for that long."""
+    `admin_socket` is the unix socket Envoy's admin listens on, `admin_port` the loopback
+    port that serves only its metrics and readiness; `idle_timeout_seconds` cuts any
+    request but the executors' stream that has had nothing to send or receive for that
+    long."""
+    limits = limits or Limits()
     # The gateway is ready while each service has a replica serving: one of N is 100/N %.
     healthy = "\n".join(
         f"                {name}: {{value: {100 // len(_endpoints(ports[name]))}}}"
-        for name in SERVICES
+        for name in [*SERVICES, *(n for n in HTTP_SERVICES if n in ports)]
     )
     return string.Template(TEMPLATE.read_text()).substitute(
         listen_host=listen_host,
         listen_port=listen_port,
         admin_port=admin_port,
+        admin_socket=admin_socket,
+        rate_per_second=limits.rate_per_second,
+        rate_burst=limits.rate_burst,
+        max_body_bytes=limits.max_body_bytes,
         idle_timeout=idle_timeout_seconds,
         descriptor=DESCRIPTOR,
         services=", ".join(full for served in SERVES.values() for full in served),
-        routes=_routes(),
+        routes=_routes([n for n in HTTP_SERVICES if n in ports]),
         mappers=_mappers(),
         lua=json.dumps(_lua()),
         healthy=healthy,

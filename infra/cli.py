@@ -15,6 +15,7 @@ from services.core import audit, auth, errors
 from services.core.config import Config, ConfigError
 from services.core.money import ledger
 from services.core.store import Store, create_engine, normalise_url, open_store, utcnow
+from trainyard.private import private
 
 
 @click.command()
@@ -22,6 +23,7 @@ def up() -> None:
     """Start the whole stack on this machine (SQLite, SeaweedFS, the services, Envoy)."""
     from infra.stack import Stack
 
+    private()  # what the stack writes, and every process it starts, is this user's alone
     try:
         config = Config.from_env()
     except ConfigError as exc:
@@ -53,6 +55,7 @@ def status() -> None:
 @click.group()
 def admin() -> None:
     """Administer the deployment directly through its store."""
+    private()  # a database journal it makes holds the org's rows
 
 
 # "\b" keeps click from rewrapping the table, so each role stays on its own line.
@@ -115,9 +118,13 @@ def credit(org: str, amount: decimal.Decimal, name: str) -> None:
             )
             if applied:
                 audit.record(
-                    session, "training.wallet.credited", org=org, subject=name, actor="admin-cli",
+                    session,
+                    "training.wallet.credited",
+                    org=org,
+                    subject=name,
+                    actor="admin-cli",
                     micro_cents=int(micro_cents),
-                )  # fmt: skip
+                )
             balance = wallet.balance
     finally:
         store.dispose()
@@ -128,7 +135,12 @@ def credit(org: str, amount: decimal.Decimal, name: str) -> None:
 @click.option("--org", required=True, help="The org the key belongs to.")
 @click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
 @click.option("--label", default="", help="A non-secret note about who holds it.")
-def create_key(org: str, role: str, label: str) -> None:
+@click.option(
+    "--tinker",
+    is_flag=True,
+    help="Print it as TINKER_API_KEY for the official tinker SDK: `tml-` before the key.",
+)
+def create_key(org: str, role: str, label: str, tinker: bool) -> None:
     store = _stack_store(Config.from_env())
     try:
         with store.unit() as session:
@@ -137,5 +149,21 @@ def create_key(org: str, role: str, label: str) -> None:
         raise click.UsageError(exc.message) from None
     finally:
         store.dispose()
-    click.echo(key)
+    click.echo(f"tml-{key}" if tinker else key)
     click.echo(f"key id {key_id}, org {org}, role {role}; it is not shown again", err=True)
+
+
+@admin.command("revoke-key")
+@click.argument("key_id")
+def revoke_key(key_id: str) -> None:
+    """Revoke an API key by the id `create-key` printed with it. A call with it is then
+    refused 401 as revoked (within seconds: a service keeps a resolved key that long)."""
+    store = _stack_store(Config.from_env())
+    try:
+        with store.unit() as session:
+            found = auth.revoke_key(session, key_id)
+    finally:
+        store.dispose()
+    if not found:
+        raise click.UsageError("no key has this id")
+    click.echo("revoked")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -13,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from infra.procs import Child, Output
-from services.artifacts.objects import s3_client
+from services.core import s3
 from trainyard.ports import free_port
 
 
@@ -62,6 +67,103 @@ def credentials(home: Path) -> tuple[str, str, Path]:
     return cred["accessKey"], cred["secretKey"], path
 
 
+# The one name every SeaweedFS part presents and accepts over gRPC (mutual TLS).
+_PEER = "trainyard-seaweedfs"
+# The parts that serve gRPC in `weed server`; each also serves it on a unix socket that
+# `weed` names itself, under /tmp, and leaves behind when it stops.
+_GRPC_PARTS = ("master", "volume", "filer", "s3")
+# Volume writes and reads, filer writes and reads: each a JWT under a key of its own.
+_JWT_TABLES = ("jwt.signing", "jwt.signing.read", "jwt.filer_signing", "jwt.filer_signing.read")
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def _certificate(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if issuer is not None:
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        ).add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(_PEER), x509.DNSName("localhost")]),
+            critical=False,
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def write_security(config_dir: Path) -> Path:
+    """`security.toml` for `weed`, with fresh secrets each start (nothing else needs them).
+
+    On loopback every local process can reach SeaweedFS's ports, and an address white list
+    cannot tell them apart, so only secrets can: every gRPC port (and its /tmp socket)
+    takes mutual TLS from a CA made here, whose key is thrown away once the one leaf is
+    signed; the volume servers take reads and writes only with a JWT the master or filer
+    signs after such a call; the filer's and master's HTTP APIs are switched off
+    (`-disableHttp`). S3 keeps its own signed requests (the identities file); its IAM
+    takes the filer's signing key for its STS tokens, and without one logs an error-level
+    "Failed to load IAM configuration" line at every start.
+    """
+    config_dir.mkdir(parents=True, exist_ok=True)
+    config_dir.chmod(0o700)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _certificate(_PEER + "-ca", ca_key, None, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = _certificate(_PEER, key, ca, ca_key)
+    pem = serialization.Encoding.PEM
+    _write_private(config_dir / "ca.pem", ca.public_bytes(pem))
+    _write_private(config_dir / "peer.pem", leaf.public_bytes(pem))
+    _write_private(config_dir / "peer.key", _pem_key(key))
+    pair = {"cert": str(config_dir / "peer.pem"), "key": str(config_dir / "peer.key")}
+    tables: dict[str, dict[str, str | bool]] = {
+        "grpc": {"ca": str(config_dir / "ca.pem")},
+        **{f"grpc.{part}": {**pair, "allowed_commonNames": _PEER} for part in _GRPC_PARTS},
+        "grpc.client": dict(pair),
+        **{table: {"key": secrets.token_urlsafe(32)} for table in _JWT_TABLES},
+        "access": {"ui": False},
+        "filer.expose_directory_metadata": {"enabled": False},
+    }
+    # JSON's strings and booleans are TOML's.
+    text = "".join(
+        f"[{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items()) + "\n"
+        for name, values in tables.items()
+    )
+    path = config_dir / "security.toml"
+    _write_private(path, text.encode())
+    return path
+
+
 class SeaweedFS:
     """`weed server` with master, volume, filer and S3 on loopback ports of its own.
 
@@ -79,6 +181,11 @@ class SeaweedFS:
         self.metrics_port = free_port(host)
         self._data = home / "seaweedfs" / "data"
         self._data.mkdir(parents=True, exist_ok=True)
+        config_dir = home / "seaweedfs" / "config"
+        write_security(config_dir)
+        # The unix sockets `weed` lets us place; the gRPC ones it puts in /tmp (`_remove_leftovers`).
+        self._run = home / "seaweedfs" / "run"
+        self._run.mkdir(mode=0o700, parents=True, exist_ok=True)
         logs = home / "seaweedfs" / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         ports = {
@@ -95,8 +202,14 @@ class SeaweedFS:
         }
         self._argv = [
             # Its own log goes to files under the data dir; only failures reach the stack's output.
-            weed_binary(), f"-logdir={logs}", "-alsologtostderr=false", "-logtostderr=false", "server",
+            weed_binary(), f"-config_dir={config_dir}",
+            f"-logdir={logs}", "-alsologtostderr=false", "-logtostderr=false", "server",
             f"-ip={host}", f"-ip.bind={host}", f"-dir={self._data}",
+            # The master's and filer's HTTP APIs (assign, collection delete, file upload,
+            # listing): nothing here uses them, and they take no credentials.
+            "-disableHttp",
+            # It would report to seaweedfs.com by default.
+            "-master.telemetry=false",
             f"-master.port={ports['master']}", f"-master.port.grpc={ports['master_grpc']}",
             "-master.volumeSizeLimitMB=1024",
             # The only master: on a restart it resumes its raft state and, by default, waits
@@ -105,14 +218,18 @@ class SeaweedFS:
             f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_grpc']}",
             "-volume.max=0",
             "-filer", f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",
+            f"-filer.localSocket={self._run / 'filer.sock'}",
             "-s3", f"-s3.port={self.s3_port}", f"-s3.port.grpc={ports['s3_grpc']}",
+            f"-s3.localSocket={self._run / 's3.sock'}",
             "-s3.port.iceberg=0", "-s3.port.lance=0",
             f"-s3.config={self._identities}", f"-metricsPort={self.metrics_port}",
         ]  # fmt: skip
+        self.ports = ports
         self.child = self.start()
 
     def start(self) -> Child:
         """Start `weed` (again, after it exited) on the same ports and data."""
+        self._remove_leftovers()
         self.child = Child("seaweedfs", self._argv, out=self._out, cwd=self._data)
         return self.child
 
@@ -125,7 +242,9 @@ class SeaweedFS:
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
     def client(self):  # type: ignore[no-untyped-def]
-        return s3_client(self.endpoint, self.access_key, self.secret_key)
+        """The operator's client of the store it runs, for the readiness check and the
+        tests, made as the artifacts service makes its own."""
+        return s3.client(self.endpoint, self.access_key, self.secret_key)
 
     def wait_ready(self, bucket: str, timeout: float = 60.0) -> None:
         """Until the bucket exists (made on first start) and an object stored earlier reads
@@ -172,6 +291,17 @@ class SeaweedFS:
     def stop(self) -> None:
         # weed ignores SIGTERM for a long time; a short grace, then SIGKILL.
         self.child.stop(grace=3.0)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """The gRPC unix sockets `weed` makes in /tmp under names it picks (no flag moves
+        them) and never removes; only ours, by our ports, and only while it is down."""
+        if getattr(self, "child", None) is not None and self.child.alive:
+            return
+        for part in _GRPC_PARTS:
+            Path(f"/tmp/seaweedfs-{part}-grpc-{self.ports[f'{part}_grpc']}.sock").unlink(
+                missing_ok=True
+            )
 
 
 def _code(exc: ClientError) -> str:

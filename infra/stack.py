@@ -2,9 +2,10 @@
 supervised, stopped in reverse.
 
 Order: SeaweedFS (S3), then JobService, ClaimService, ArtifactService, MeterService,
-then Envoy in front of them. Each must be healthy before the next starts; a failure
-stops whatever already started. Starting again on the same home keeps every row and
-object: the database file, the object store's data and the keys all live under it.
+then the Tinker wire (HTTP/1.1, a client of ClientService), then Envoy in front of them.
+Each must be healthy before the next starts; a failure stops whatever already started.
+Starting again on the same home keeps every row and object: the database file, the
+object store's data and the keys all live under it.
 
 With `TRAINYARD_REPLICAS` N (on PostgreSQL), each service runs as N processes named
 `jobs`, `jobs-2`, ... `jobs-N`, each on a port of its own, with its own run files; Envoy
@@ -17,7 +18,8 @@ names it.
 
 Every Python part serves Prometheus metrics on a loopback port it binds itself and writes
 to its run files (`trainyard.exposition`); restarted, it asks for the same one, so it
-comes back on the same URL. Envoy's are its admin's `/stats/prometheus`.
+comes back on the same URL. Envoy's are its admin's `/stats/prometheus`, served (with `/ready`
+and nothing else) on a loopback port; the admin itself is a unix socket of mode 0600.
 `run/stack.json` lists them under `metrics`, with each part's pid and restarts.
 """
 
@@ -36,9 +38,10 @@ from typing import IO
 
 import grpc
 import httpx
+import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.render import SERVICES, render
+from gateway.render import HTTP_SERVICES, SERVICES, Limits, render
 from infra.objectstore import SeaweedFS
 from infra.procs import Child, Output
 from services.core import auth
@@ -46,6 +49,7 @@ from services.core.config import Config
 from services.core.store import open_store
 from trainyard.exposition import metrics_port_file, metrics_url
 from trainyard.ports import free_port
+from trainyard.private import tighten_home, without_secrets
 
 START_TIMEOUT = 60.0
 # How often the supervisor looks at its children.
@@ -136,6 +140,9 @@ class Endpoints:
     metrics: dict[str, str] = dataclasses.field(default_factory=dict)
     # Each service's replicas' ports, by process name: {"jobs": {"jobs": 1, "jobs-2": 2}}.
     replicas: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    # Envoy's admin (a unix socket, mode 0600); `admin_port` serves only its metrics and
+    # readiness.
+    admin_socket: str = ""
 
 
 class Stack:
@@ -156,6 +163,8 @@ class Stack:
         self.endpoints: Endpoints | None = None
         self.admin_key_path = config.home / "admin.key"
         self.service_key_path = config.home / "service.key"
+        # The local executor's own key: revoked alone, and never the services' key.
+        self.executor_key_path = config.home / "executor.key"
         # How often the supervisor started each part again.
         self.restarts: dict[str, int] = {}
         self._metrics_ports: dict[str, int] = {}
@@ -173,6 +182,10 @@ class Stack:
         cfg = self.config
         cfg.home.mkdir(parents=True, exist_ok=True)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        # A home an older version made (or another umask) is taken back from other users.
+        url = sa.engine.make_url(cfg.database_url)
+        sqlite = url.database if url.get_backend_name() == "sqlite" else None
+        tighten_home(cfg.home, Path(sqlite) if sqlite and sqlite != ":memory:" else None)
         cfg.master_key()
         # Migrations run once here, before any service, and again (as no-ops) in each.
         ensure_key(cfg, self.admin_key_path, org="default", role="admin", label="stack admin")
@@ -214,16 +227,30 @@ class Stack:
                 replicas[service][name] = self._wait_service(child, port_file, full)
                 metrics[name] = self._wait_metrics(child)
 
+        # The HTTP upstreams (the Tinker wire): one process each, a client of the services
+        # through the gateway with its callers' keys, so it starts once they serve and holds
+        # none of the stack's secrets.
+        for name in HTTP_SERVICES:
+            port_file = cfg.run_dir / f"{name}.port"
+            port_file.unlink(missing_ok=True)
+            child = self._spawn(name, [sys.executable, "-m", f"services.{name}"], http_env(env))
+            self.children.append(child)
+            replicas[name] = {name: self._wait_http(child, port_file, HTTP_SERVICES[name][1])}
+            metrics[name] = self._wait_metrics(child)
+
         admin_port = free_port()
+        admin_socket = envoy_admin_socket(cfg.run_dir)
         config_path = cfg.run_dir / "envoy.yaml"
         config_path.write_text(
             render(
                 listen_host=cfg.gateway_host,
                 listen_port=gateway_port,
                 admin_port=admin_port,
+                admin_socket=admin_socket,
                 ports={service: list(ports.values()) for service, ports in replicas.items()},
                 upstream_host=cfg.bind_host,
                 idle_timeout_seconds=cfg.gateway_idle_timeout_seconds,
+                limits=Limits(cfg.rate_per_key, cfg.rate_burst_per_key, cfg.max_body_bytes),
             )
         )
         # A restart runs the same argv: the same rendered config, so the same ports.
@@ -237,12 +264,26 @@ class Stack:
         metrics["envoy"] = f"http://127.0.0.1:{admin_port}/stats/prometheus"
         self._env = env
         if cfg.local_executor:
-            executor = self._executor(gateway_url, service_key)
+            self._executor_key = ensure_key(
+                cfg,
+                self.executor_key_path,
+                org="platform",
+                role="platform-machine",
+                label="local executor",
+            )
+            executor = self._executor(gateway_url, self._executor_key)
             self.children.append(executor)
             metrics["executor"] = self._wait_metrics(executor)
         first = {service: ports[service] for service, ports in replicas.items()}
         self.endpoints = Endpoints(
-            gateway_url, gateway_port, admin_port, s3_endpoint, first, metrics, replicas
+            gateway_url,
+            gateway_port,
+            admin_port,
+            s3_endpoint,
+            first,
+            metrics,
+            replicas,
+            admin_socket=str(admin_socket),
         )
         self.restarts = {child.name: 0 for child in self.children}
         self._write_info()
@@ -273,8 +314,17 @@ class Stack:
         return self._spawn(name, [sys.executable, "-m", f"services.{service}"], env)
 
     def _executor(self, gateway_url: str, key: str) -> Child:
-        """One local executor, as the platform's: it runs the jobs that name no machine."""
-        env = {**self._env, "TRAINYARD_URL": gateway_url, "TRAINYARD_API_KEY": key}
+        """One local executor, as the platform's: it runs the jobs that name no machine.
+        It holds its own key and none of the stack's secrets (S3's, the database's, the
+        services' key): it reaches objects through the grants its key is given."""
+        env = {
+            **without_secrets(os.environ),
+            "TRAINYARD_HOME": str(self.config.home),
+            "TRAINYARD_URL": gateway_url,
+            "TRAINYARD_API_KEY": key,
+            "TRAINYARD_LOG_FORMAT": self._env["TRAINYARD_LOG_FORMAT"],
+            "PYTHONUNBUFFERED": "1",
+        }
         argv = [
             sys.executable,
             "-m",
@@ -298,16 +348,25 @@ class Stack:
         assert self.endpoints is not None
         name = self.children[index].name
         if name == "executor":
-            child = self._executor(self.endpoints.gateway_url, self._env["TRAINYARD_SERVICE_KEY"])
+            child = self._executor(self.endpoints.gateway_url, self._executor_key)
             self.children[index] = child
             self.endpoints.metrics[name] = self._wait_metrics(child)
         elif name == "envoy":
+            Path(self.endpoints.admin_socket).unlink(missing_ok=True)  # the dead one's
             child = self.children[index] = Child("envoy", self._envoy_argv, out=self.out)
             self._wait_gateway(child, self.endpoints.gateway_url)
         elif name == "seaweedfs":
             assert self.objectstore is not None
             child = self.children[index] = self.objectstore.start()
             self._wait_objectstore()
+        elif name in HTTP_SERVICES:
+            port = self.endpoints.replicas[name][name]
+            env = {**http_env(self._env), f"TRAINYARD_{name.upper()}_PORT": str(port)}
+            child = self.children[index] = self._spawn(
+                name, [sys.executable, "-m", f"services.{name}"], env
+            )
+            self._wait_http(child, self.config.run_dir / f"{name}.port", HTTP_SERVICES[name][1])
+            self.endpoints.metrics[name] = self._wait_metrics(child)
         else:
             service = next(s for s, ports in self.endpoints.replicas.items() if name in ports)
             port = self.endpoints.replicas[service][name]
@@ -359,6 +418,23 @@ class Stack:
                             return port
                     except grpc.RpcError:
                         pass
+            time.sleep(0.1)
+        raise StackError(f"{child.name} not healthy within {START_TIMEOUT:.0f}s")
+
+    def _wait_http(self, child: Child, port_file: Path, health: str) -> int:
+        """The port an HTTP part wrote, once its health path answers 200."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not child.alive:
+                raise StackError(f"{child.name} exited during start-up")
+            if port_file.exists() and (text := port_file.read_text().strip()):
+                port = int(text)
+                try:
+                    url = f"http://{self.config.bind_host}:{port}{health}"
+                    if httpx.get(url, timeout=2).status_code == 200:
+                        return port
+                except httpx.HTTPError:
+                    pass
             time.sleep(0.1)
         raise StackError(f"{child.name} not healthy within {START_TIMEOUT:.0f}s")
 
@@ -466,10 +542,26 @@ class Stack:
         return 0
 
 
+def http_env(env: dict[str, str]) -> dict[str, str]:
+    """An HTTP upstream's environment: none of the stack's secrets (its database among
+    them), and one process of it whatever `TRAINYARD_REPLICAS` says."""
+    return {**without_secrets(env), "TRAINYARD_REPLICAS": "1"}
+
+
 def replica_names(service: str, replicas: int) -> list[str]:
     """The process names of a service's replicas: the first keeps the service's own name,
     so a stack of one replica each names its processes as it always has."""
     return [service, *(f"{service}-{n}" for n in range(2, replicas + 1))]
+
+
+def envoy_admin_socket(run_dir: Path) -> Path:
+    """Where Envoy's admin listens: a unix socket only the stack's user can open. A unix
+    socket's path has at most 107 bytes."""
+    path = run_dir / "envoy-admin.sock"
+    if len(os.fsencode(path)) > 107:
+        raise StackError(f"the home directory's path is too long for a unix socket: {path}")
+    path.unlink(missing_ok=True)
+    return path
 
 
 def _envoy_binary() -> str:

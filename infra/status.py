@@ -24,6 +24,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from gateway.render import HTTP_SERVICES
 from services.core.states import JobStatus
 
 TIMEOUT = 2.0
@@ -156,6 +157,10 @@ def _health(
     # Each replica's port by its name; a stack from before replicas lists services' only.
     ports = {n: p for replicas in info.get("replicas", {}).values() for n, p in replicas.items()}
     ports = ports or info.get("service_ports", {})
+    if name in HTTP_SERVICES and name in ports:
+        return _http_health(
+            f"http://{bind_host}:{int(ports[name])}{HTTP_SERVICES[name][1]}", want=200
+        )
     if name in ports:
         return _grpc_health(bind_host, int(ports[name]))
     if name == "envoy":

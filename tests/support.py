@@ -51,6 +51,10 @@ class StackProcess:
             **os.environ,
             "TRAINYARD_HOME": str(home),
             "TRAINYARD_GATEWAY_PORT": str(self.port),
+            # The Hub is never reached from a test: `hf://` datasets read the cache a test
+            # builds here (`hf_cache`), as a deployment without internet would.
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_CACHE": str(home.parent / f"{home.name}-hf-cache"),
             **(env or {}),
         }
         self.log_path = home.parent / f"{home.name}-stack.log"
@@ -59,6 +63,11 @@ class StackProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def hf_cache(self) -> Path:
+        """The Hugging Face Hub cache the stack's `hf://` datasets are read from."""
+        return Path(self.env["HF_HUB_CACHE"])
 
     @property
     def target(self) -> str:
@@ -115,7 +124,32 @@ class StackProcess:
         )
 
     def create_key(self, org: str, role: str = "member") -> str:
-        return self.cli("admin", "create-key", "--org", org, "--role", role).stdout.strip()
+        """A key made in the stack's store as `trainyard admin create-key` makes it, without
+        a process of its own for each (the README's snippets run the command itself)."""
+        from services.core import auth
+        from services.core.store import open_store
+
+        store = open_store(self.database_url, run_migrations=False)
+        try:
+            with store.unit() as session:
+                return auth.create_key(session, org=org, role=role)[1]
+        finally:
+            store.dispose()
+
+    def object_key(self, org: str, sha256: str) -> bytes:
+        """The SSE-C key the stack's store holds an org's object under, found as
+        ArtifactService finds it: for tests that plant bytes in the store."""
+        from services.artifacts.crypto import KeyWrap, OrgKeys
+        from services.core import keys
+        from services.core.store import open_store, utcnow
+
+        master = keys.master_key(self.home / "master.key", self.env.get("TRAINYARD_MASTER_KEY", ""))
+        store = open_store(self.database_url, run_migrations=False)
+        try:
+            with store.unit(write=False) as session:
+                return OrgKeys(KeyWrap(master), utcnow).object_key(session, org, sha256)
+        finally:
+            store.dispose()
 
     @property
     def database_url(self) -> str:
@@ -123,13 +157,7 @@ class StackProcess:
 
     def member_client(self) -> httpx.Client:
         """A REST client acting in an org of its own, so tests never share a queue."""
-        from services.core import auth
-        from services.core.store import open_store
-
-        store = open_store(self.database_url, run_migrations=False)
-        with store.unit() as session:
-            _, key = auth.create_key(session, org=f"org-{secrets.token_hex(4)}", role="member")
-        store.dispose()
+        key = self.create_key(f"org-{secrets.token_hex(4)}")
         return httpx.Client(base_url=self.url, headers=bearer(key), timeout=60)
 
     def admin_key(self) -> str:
@@ -205,6 +233,15 @@ class ServiceThread:
         asyncio.run_coroutine_threadsafe(self.service.stop(grace=5), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def downloaded(artifacts: Any, url: str) -> bytes:
+    """The bytes behind a download URL, asked of ArtifactService's stub with the URL's
+    token and no key, as the gateway's download route asks it (for tests without one)."""
+    from trainyard.artifact.v1 import artifact_service_pb2
+
+    request = artifact_service_pb2.DownloadArtifactRequest(token=url.rsplit("/", 1)[-1])
+    return b"".join(part.data for part in artifacts.DownloadArtifact(request, timeout=120))
 
 
 def reason(response: Any) -> str:

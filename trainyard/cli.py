@@ -9,10 +9,14 @@ from pathlib import Path
 import click
 from google.protobuf import json_format
 
-from trainyard import sdk
+from trainyard import (
+    cli_job_outputs,  # noqa: F401 (its commands join `jobs`)
+    sdk,
+)
 from trainyard.cli_base import bar as _bar
 from trainyard.cli_base import client as _client
 from trainyard.cli_base import dollars as _dollars
+from trainyard.cli_base import exact_dollars as _exact_dollars
 from trainyard.cli_base import print_message as _print
 from trainyard.cli_jobs import jobs
 
@@ -32,9 +36,35 @@ class _Commands(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         found = super().get_command(ctx, name)
         if found is None and (point := self._operated().get(name)) is not None:
-            loaded = point.load()
+            try:
+                loaded = point.load()
+            except ModuleNotFoundError:
+                # The client alone lacks what the operator's commands run on; the entry
+                # point names the extra that brings it.
+                if not point.extras:
+                    raise
+                return _not_installed(f"{ctx.command_path} {name}", name, point.extras)
             return loaded if isinstance(loaded, click.Command) else None
         return found
+
+
+def _not_installed(path: str, name: str, extras: list[str]) -> click.Command:
+    """Stands in for an operator's command whose dependencies this install lacks: listed
+    in the help, it says in one line which extra to install, whatever it is given."""
+    wanted = f"pip install 'trainyard[{','.join(extras)}]'"
+    noun = "extra" if len(extras) == 1 else "extras"
+
+    def refuse() -> None:
+        click.echo(f"{path} needs the {' and '.join(extras)} {noun}: {wanted}", err=True)
+        click.get_current_context().exit(2)
+
+    return click.Command(
+        name,
+        callback=refuse,
+        short_help=f"Not installed here: {wanted}",
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,7 +131,8 @@ def clients() -> None:
 def clients_create(
     ctx: click.Context, base_model: str, rank: int | None, seed: int | None, org: str | None
 ) -> None:
-    """Create a client on an engine executor (an operator's); print it once loaded."""
+    """Create a client on an engine executor (in an engine process of its own); print it
+    once loaded."""
     with _client(ctx) as client:
         made = client.create_training_client(base_model, rank=rank, seed=seed, org=org)
         _print(made.get())
@@ -167,7 +198,7 @@ def ledger(ctx: click.Context, limit: int) -> None:
         for count, entry in enumerate(client.ledger(), start=1):
             click.echo(
                 f"{entry.create_time.ToDatetime():%Y-%m-%d %H:%M:%S}  {entry.kind:<8} "
-                f"{_dollars(entry.micro_cents):>14}  {entry.job_id or '-':<20} {entry.name}"
+                f"{_exact_dollars(entry.micro_cents):>14}  {entry.job_id or '-':<20} {entry.name}"
             )
             if count >= limit:
                 break
@@ -214,15 +245,21 @@ def artifacts_upload(ctx: click.Context, file: Path, name: str | None) -> None:
 @click.option("--kind", default="", help="Only this kind.")
 @click.pass_context
 def artifacts_ls(ctx: click.Context, kind: str) -> None:
-    """List the org's objects, newest first."""
+    """List the org's objects, newest first, under a header: each one's sha256, kind, size in
+    bytes, when it expires (UTC; `kept` while nothing ends it) and name."""
     with _client(ctx) as client:
-        for artifact in client.list_artifacts(kind=kind):
-            expires = (
-                artifact.expires_at.ToJsonString() if artifact.HasField("expires_at") else "kept"
-            )
-            click.echo(
-                f"{artifact.sha256}  {artifact.kind:<10} {int(artifact.size):>12}  {artifact.name}  {expires}"
-            )
+        found = list(client.list_artifacts(kind=kind))
+    click.echo(f"{'sha256':<64}  {'kind':<10} {'bytes':>12}  {'expires':<20}  name")
+    for artifact in found:
+        expires = (
+            f"{artifact.expires_at.ToDatetime():%Y-%m-%dT%H:%M:%SZ}"
+            if artifact.HasField("expires_at")
+            else "kept"
+        )
+        click.echo(
+            f"{artifact.sha256}  {artifact.kind:<10} {int(artifact.size):>12}  "
+            f"{expires:<20}  {artifact.name}"
+        )
 
 
 @artifacts.command("get")

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -75,14 +76,52 @@ def whole(value: Any) -> Any:
     return value
 
 
+_WIDE = frozenset({FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64})
+
+
+def numbers(message: Message, as_dict: dict[str, Any]) -> dict[str, Any]:
+    """`as_dict` (`message` as proto JSON) with each 64-bit integer a number, as the REST
+    face writes it: amounts and counters print as they read there."""
+    for field in message.DESCRIPTOR.fields:
+        if field.name not in as_dict:
+            continue
+        value, read = getattr(message, field.name), as_dict[field.name]
+        if field.cpp_type in _WIDE:
+            as_dict[field.name] = [int(v) for v in read] if isinstance(read, list) else int(read)
+        elif field.message_type is None or field.message_type.full_name.startswith("google."):
+            continue
+        elif field.message_type.GetOptions().map_entry:
+            inner = field.message_type.fields_by_name["value"]
+            for key in read:
+                if inner.cpp_type in _WIDE:
+                    read[key] = int(read[key])
+                elif inner.message_type and not inner.message_type.full_name.startswith("google."):
+                    numbers(value[key], read[key])  # the contract's maps have text keys
+        elif isinstance(read, list):
+            for one, each in zip(value, read, strict=True):
+                numbers(one, each)
+        else:
+            numbers(value, read)
+    return as_dict
+
+
 def print_message(message: Message) -> None:
     as_dict = json_format.MessageToDict(message, preserving_proto_field_name=True)
-    click.echo(json.dumps(whole(as_dict), indent=2))
+    click.echo(json.dumps(whole(numbers(message, as_dict)), indent=2))
 
 
 def dollars(micro_cents: int) -> str:
     sign = "-" if micro_cents < 0 else ""
     return f"{sign}${abs(micro_cents) / 10**8:,.4f}"
+
+
+def exact_dollars(micro_cents: int) -> str:
+    """An amount to its last micro-cent, as a ledger entry is kept: four decimals at least,
+    more where a sub-cent amount needs them (`-$0.00004167`, never `-$0.0000`)."""
+    sign = "-" if micro_cents < 0 else ""
+    whole, part = divmod(abs(micro_cents), 10**8)
+    decimals = f"{part:08d}".rstrip("0")
+    return f"{sign}${whole:,}.{decimals:0<4}"
 
 
 def bar(label: str) -> Progress:

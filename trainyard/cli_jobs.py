@@ -1,12 +1,13 @@
-"""`trainyard jobs`: create, estimate, read, watch, cancel, retry, publish and download
-jobs, and read what they trained on and made. Registered on the `trainyard` group."""
+"""`trainyard jobs`: create, estimate, read, watch, cancel, retry and publish jobs.
+Registered on the `trainyard` group; what a job trained on and made is read by the
+commands in `cli_job_outputs`, on the same group."""
 
 from __future__ import annotations
 
 import json
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ import click
 from google.protobuf import json_format
 
 from trainyard import watch
-from trainyard.cli_base import JOB_UNSUCCESSFUL, bar, client, dollars, print_message
-from trainyard.job.v1 import job_pb2, job_service_pb2, publication_pb2
+from trainyard.cli_base import JOB_UNSUCCESSFUL, client, dollars, exact_dollars, print_message
+from trainyard.job.v1 import job_service_pb2, publication_pb2
 
 FIXTURE_SPEC = {
     "base_model": "fixture-tiny-llm",
@@ -67,6 +68,20 @@ def _spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+class _NotStrict(Exception):
+    """JSON Python reads but RFC 8259 and the gateway do not: NaN, Infinity, a key twice."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _NotStrict("a key appears twice in one object")
+    return dict(pairs)
+
+
+def _no_constant(_: str) -> Any:
+    raise _NotStrict("NaN and Infinity are not JSON numbers")
+
+
 def _spec(spec_file: Path | None, fixture: bool, max_steps: int | None) -> dict[str, Any]:
     """The body the options spell; a file that is not a JSON object is a usage error that
     names where it stops parsing, never what it holds."""
@@ -75,7 +90,11 @@ def _spec(spec_file: Path | None, fixture: bool, max_steps: int | None) -> dict[
     loaded: Any = dict(FIXTURE_SPEC)
     if spec_file:
         try:
-            loaded = json.loads(spec_file.read_bytes())
+            loaded = json.loads(
+                spec_file.read_bytes(), object_pairs_hook=_once, parse_constant=_no_constant
+            )
+        except _NotStrict as exc:
+            raise click.BadParameter(f"is not JSON: {exc}", param_hint="-f") from None
         except ValueError as exc:  # JSONDecodeError, or bytes that are not text
             where = (
                 f" at line {exc.lineno} column {exc.colno}"
@@ -101,14 +120,22 @@ def _spec(spec_file: Path | None, fixture: bool, max_steps: int | None) -> dict[
 @click.option("--watch", "then_watch", is_flag=True, help="Watch the job after creating it.")
 @click.option("--yes", is_flag=True, help="Create without asking, whatever the estimate.")
 @click.option(
-    "-q", "--quiet", is_flag=True,
+    "-q",
+    "--quiet",
+    is_flag=True,
     help="Print only the job's id (for JOB=$(…)); with --watch, its progress goes to stderr.",
-)  # fmt: skip
+)
 @click.pass_context
 def jobs_create(
-    ctx: click.Context, spec_file: Path | None, fixture: bool, max_steps: int | None,
-    idempotency_key: str | None, then_watch: bool, yes: bool, quiet: bool,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    spec_file: Path | None,
+    fixture: bool,
+    max_steps: int | None,
+    idempotency_key: str | None,
+    then_watch: bool,
+    yes: bool,
+    quiet: bool,
+) -> None:
     """Create a job from a JSON spec file (-f SPEC.json), or the fixture job (--fixture).
     A job the platform charges for shows its price and asks first; prints the job."""
     spec = _spec(spec_file, fixture, max_steps)
@@ -116,14 +143,10 @@ def jobs_create(
         spec["idempotency_key"] = idempotency_key
     with client(ctx) as api:
         estimate = api.estimate_job(spec)
-        if estimate.expected.micro_cents:  # a job the platform runs, charged to the wallet
-            click.echo(
-                f"expected {dollars(estimate.expected.micro_cents)} for "
-                f"{estimate.expected.device_seconds:.0f} device-seconds, at most "
-                f"{dollars(estimate.authorization_ceiling.micro_cents)} authorized; "
-                f"the budget caps it at {dollars(estimate.job.resources.budget * 10**6)}",
-                err=True,
-            )
+        # A job the platform runs is charged to the wallet: its price is asked about, unless
+        # the create is refused anyway (its refusal is then printed, without a question).
+        if estimate.expected.micro_cents and not _create_refusal(estimate):
+            click.echo(price_line(estimate, prompt=True), err=True)
             if not yes and not click.confirm("Create it?", err=True):
                 raise click.Abort()
         job = api.create_job(spec)
@@ -155,9 +178,27 @@ def jobs_estimate(
         answer = api.estimate_job(spec)
     if as_json:
         print_message(answer)
-        return
-    for line in _estimate_lines(answer):
-        click.echo(line)
+    else:
+        for line in _estimate_lines(answer):
+            click.echo(line)
+    if refusal := _create_refusal(answer):
+        click.echo(f"error: {refusal}", err=True)
+        ctx.exit(1)
+
+
+def _create_refusal(answer: job_service_pb2.EstimateJobResponse) -> str:
+    """The refusal a create of the estimated body would meet, as its error line; empty
+    when a create would be admitted."""
+    if not answer.dataset.is_trainable:
+        return f"{', '.join(answer.dataset.reasons)}: the dataset cannot train."
+    if not answer.admitted:
+        return "DURATION_EXCEEDS_LIMIT: the projected duration is over the limit."
+    if answer.expected.micro_cents and not answer.job.resources.HasField("budget"):
+        return (
+            "BUDGET_REQUIRED: Field resources.budget is required for a job the platform "
+            "runs (US cents)."
+        )
+    return ""
 
 
 def _estimate_lines(answer: job_service_pb2.EstimateJobResponse) -> list[str]:
@@ -167,20 +208,19 @@ def _estimate_lines(answer: job_service_pb2.EstimateJobResponse) -> list[str]:
         f"{job.effective_batch_size}; {job.train_examples} train / {job.eval_examples} eval "
         "examples",
         f"dataset    {data.selected_chats} examples, {data.selected_messages} messages; "
-        f"{data.trainable_chats} trainable" + ("" if data.is_trainable else " (not trainable)"),
+        f"{data.trainable_chats} trainable"
+        + ("" if data.is_trainable else f": a create is refused ({', '.join(data.reasons)})"),
         f"duration   {time.projected_active_seconds:,.0f} s projected "
         f"({time.workload_seconds:,.0f} s training + {time.post_processing_tolerance_seconds:,.0f} s "
         f"tolerance) of {time.execution_limit_seconds:,.0f} s allowed: "
-        + ("admitted" if answer.admitted else "a create is refused (DURATION_EXCEEDS_LIMIT)"),
+        + (
+            "admitted"
+            if answer.admitted
+            else "a create is refused (TRAINING_DURATION_EXCEEDS_LIMIT)"
+        ),
     ]
     if answer.expected.micro_cents:
-        budget = job.resources.budget if job.resources.HasField("budget") else None
-        lines.append(
-            f"price      {dollars(answer.expected.micro_cents)} expected for "
-            f"{answer.expected.device_seconds:,.0f} device-seconds, at most "
-            f"{dollars(answer.authorization_ceiling.micro_cents)} authorized"
-            + (f"; the budget caps it at {dollars(budget * 10**6)}" if budget is not None else "")
-        )
+        lines.append(f"price      {price_line(answer)}")
     else:
         lines.append("price      none: it runs on the org's own machines")
     return lines
@@ -198,7 +238,7 @@ def jobs_list(ctx: click.Context, status: str, project: str, limit: int) -> None
             click.echo(
                 f"{job.id}  #{job.number:<4} {job.project:<14} {job.status:<11} "
                 f"{job.progress.step}/{job.planned_steps}  {job.base_model}  "
-                f"{dollars(job.cost_credits)}"
+                f"{dollars(job.cost_micro_cents)}"
             )
             if count >= limit:
                 break
@@ -274,143 +314,6 @@ def jobs_events(ctx: click.Context, job_id: str, after: int) -> None:
             after = page.next_after
 
 
-@jobs.command("dataset")
-@click.argument("job_id")
-@click.argument("item", required=False)
-@click.option("--split", type=click.Choice(["all", "train", "eval"]), default="all")
-@click.option("--search", default="", help="Only examples whose name or messages hold this.")
-@click.option("--offset", default=0, help="Examples to skip.")
-@click.option("--limit", default=25, show_default=True, help="Examples to show, at most 200.")
-@click.pass_context
-def jobs_dataset(
-    ctx: click.Context, job_id: str, item: str | None, split: str, search: str, offset: int,
-    limit: int,
-) -> None:  # fmt: skip
-    """The examples a job trained on, from its frozen snapshot: each with its split and its
-    first messages (cut to 300 characters). With ITEM, that one example's messages whole."""
-    with client(ctx) as api:
-        if item:
-            found = api.dataset_item(job_id, item)
-            click.echo(_item_line(found))
-            for message in found.messages:
-                click.echo(f"[{message.role}]\n{message.content}")
-            return
-        page = api.dataset_items(job_id, offset=offset, limit=limit, search=search, split=split)
-    for shown in page.items:
-        click.echo(_item_line(shown))
-        for message in shown.messages:
-            click.echo(f"  {message.role:<9}  {' '.join(message.content.split())}")
-        if len(shown.messages) < shown.message_count:
-            click.echo(f"  … {shown.message_count - len(shown.messages)} more")
-    total = f" of {page.total}" if page.HasField("total") else ""
-    after = f"; next: --offset {page.next_offset}" if page.HasField("next_offset") else ""
-    click.echo(f"{_count(len(page.items), 'example')}{total} ({page.split}){after}", err=True)
-
-
-def _item_line(item: job_pb2.DatasetItem) -> str:
-    return f"{item.id}  {item.split:<5}  {_count(item.message_count, 'message')}  {item.name}"
-
-
-@jobs.command("metrics")
-@click.argument("job_id")
-@click.option("--name", "names", multiple=True, help="Only this series (loss, eval_loss, …).")
-@click.option("--points", default=0, help="At most this many points a series (5 or more), "
-              "keeping its shape and spikes; all when 0.")  # fmt: skip
-@click.pass_context
-def jobs_metrics(ctx: click.Context, job_id: str, names: tuple[str, ...], points: int) -> None:
-    """A job's metric series: each as a one-line chart, then a table of step and value."""
-    with client(ctx) as api:
-        series = api.metrics(job_id, *names, max_points=points)
-    if not series:
-        click.echo("no metrics reported yet", err=True)
-    for one in series:
-        values = [p.value for p in one.points]
-        click.echo(f"{one.name}  {_count(len(values), 'point')}  {_spark(values)}")
-        click.echo(f"{'step':>7}  value")
-        for point in one.points:
-            click.echo(f"{point.step:>7}  {point.value:.6g}")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _spark(values: Sequence[float], width: int = 60) -> str:
-    """The series as a row of block characters, at most `width` long."""
-    if len(values) > width:
-        values = [values[i * len(values) // width] for i in range(width)]
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    bars = "▁▂▃▄▅▆▇█"
-    span = (high - low) or 1.0
-    return "".join(bars[round((v - low) / span * (len(bars) - 1))] for v in values)
-
-
-@jobs.command("artifacts")
-@click.argument("job_id")
-@click.pass_context
-def jobs_artifacts(ctx: click.Context, job_id: str) -> None:
-    """The objects a job holds (its result, saved state, snapshot): sha256, kind, size,
-    name and until when it is kept."""
-    with client(ctx) as api:
-        found = api.job_artifacts(job_id)
-    for artifact in found:
-        kept = artifact.expires_at.ToJsonString() if artifact.HasField("expires_at") else "kept"
-        click.echo(
-            f"{artifact.sha256}  {artifact.kind:<10} {int(artifact.size):>12}  "
-            f"{artifact.name}  {kept}"
-        )
-    click.echo(
-        f"`trainyard jobs download {job_id}` unpacks the result; "
-        "`trainyard artifacts get SHA256` fetches any one",
-        err=True,
-    )
-
-
-@jobs.command("provenance")
-@click.argument("job_id")
-@click.pass_context
-def jobs_provenance(ctx: click.Context, job_id: str) -> None:
-    """The provenance record of a job's result as JSON: the base, dataset and config
-    sha256s it was made from, and what made it."""
-    with client(ctx) as api:
-        print_message(api.provenance(job_id))
-
-
-@jobs.command("download")
-@click.argument("job_id")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    help="The directory to unpack into, new or empty; ./JOB_ID (./JOB_ID-state with "
-    "--state) by default.",
-)
-@click.option(
-    "--state", is_flag=True, help="The job's resumable training state instead of its result."
-)
-@click.pass_context
-def jobs_download(ctx: click.Context, job_id: str, output: Path | None, state: bool) -> None:
-    """Download a job's result (its model: weights, config, tokenizer, probe), check its
-    sha256 and unpack it into a directory. Exits 1 with RESULT_UNAVAILABLE (or
-    CHECKPOINT_UNAVAILABLE with --state) while the job has none, and with ARTIFACT_MISMATCH
-    when the bytes do not verify; a failed download leaves no directory."""
-    target = output or Path(f"{job_id}-state" if state else job_id)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise click.BadParameter(f"{target} exists and is not empty", param_hint="-o")
-    with client(ctx) as api, bar("download") as shown:
-        task = shown.add_task("download", total=None)
-        api.download_job(
-            job_id,
-            target,
-            state=state,
-            progress=lambda done, total: shown.update(task, completed=done, total=total),
-        )
-    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
-    click.echo(f"{target}  verified, {len(files)} files: {', '.join(files)}")
-
-
 def _route(keys: tuple[str, ...], options: tuple[str, ...], route: str | None) -> Any:
     """The route the options spell, or None when they spell none."""
     if route is not None:
@@ -482,3 +385,23 @@ def jobs_publish(
     asked = _route(keys, options, route)
     with client(ctx) as api:
         print_message(api.publish_job(job_id, name=name, force=force, route=asked))
+
+
+def price_line(answer: job_service_pb2.EstimateJobResponse, *, prompt: bool = False) -> str:
+    """What a platform job will most likely cost and on which device class, what its
+    authorization holds at most, and its budget: as a stop only where the expected price
+    reaches it. A create's prompt leads with the word, an estimate's line with the amount."""
+    expected = answer.expected
+    amount = exact_dollars(expected.micro_cents)
+    line = (
+        (f"expected {amount} for" if prompt else f"{amount} expected for")
+        + f" {expected.device_seconds:,.0f} device-seconds on {answer.device_class or 'gpu'}, at most "
+        f"{dollars(answer.authorization_ceiling.micro_cents)} held while it runs"
+    )
+    resources = answer.job.resources
+    if not resources.HasField("budget"):
+        return line
+    budget = resources.budget * 10**6
+    if expected.micro_cents < budget:
+        return f"{line}; budget {dollars(budget)}"
+    return f"{line}; its budget of {dollars(budget)} stops it before that"

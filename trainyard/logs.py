@@ -46,3 +46,7 @@ def configure(
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Their request lines hold whole URLs: a presigned one's query is its signature, a
+    # credential for as long as it lasts. Events and audit rows name objects by sha256.
+    for name in ("httpx", "httpcore", "botocore", "boto3", "urllib3", "s3transfer"):
+        logging.getLogger(name).setLevel(logging.WARNING)

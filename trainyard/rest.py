@@ -26,12 +26,10 @@ PROBLEM_CONTENT_TYPE = "application/problem+json"
 STATUSES: Mapping[str, tuple[int, str]] = {
     "UNAUTHENTICATED": (401, "Unauthenticated"),
     "PERMISSION_DENIED": (403, "Permission denied"),
-    "VALIDATION_ERROR": (400, "Invalid request"),
+    "INVALID_REQUEST": (400, "Invalid request"),
     "MALFORMED_JSON": (400, "Malformed JSON"),
     "NOT_FOUND": (404, "Not found"),
     "INVALID_TRANSITION": (409, "Invalid transition"),
-    # The org's limit of jobs that have not ended: HIP-1333 §12's `409 job_limit`.
-    "QUEUE_LIMIT_EXCEEDED": (409, "Queue limit exceeded"),
     "METHOD_NOT_ALLOWED": (405, "Method not allowed"),
     "CONFLICT": (409, "Conflict"),
     "INTERNAL_ERROR": (500, "Internal error"),
@@ -48,19 +46,20 @@ STATUSES: Mapping[str, tuple[int, str]] = {
     "INSUFFICIENT_BALANCE": (402, "Insufficient balance"),
     "SPEND_CAP_EXCEEDED": (402, "Spend cap exceeded"),
     "BALANCE_UNAVAILABLE": (503, "Balance unavailable"),
+    # The org's limit of jobs that have not ended: HIP-1333 §12's `409 job_limit`.
     "JOB_LIMIT": (409, "Job limit"),
     "LEASE_LOST": (409, "Lease lost"),
     "PUBLISHED": (409, "Published"),
     "IN_USE": (409, "In use"),
     "PENDING_LIMIT": (409, "Pending limit"),
     "ROUTE_CONFLICT": (409, "Route conflict"),
-    "DATASET_SELECTION_INVALID": (422, "Dataset selection invalid"),
-    "DATASET_EMPTY": (422, "Dataset empty"),
-    "DATASET_UNUSABLE": (422, "Dataset unusable"),
-    "DATASET_CONFLICT": (422, "Dataset conflict"),
-    "DURATION_EXCEEDS_LIMIT": (422, "Duration exceeds limit"),
-    "JOB_NOT_IN_TRAINING": (409, "Job not in training"),
-    "JOB_FINALIZING": (409, "Job finalizing"),
+    "TRAINING_DATASET_SELECTION_INVALID": (422, "Dataset selection invalid"),
+    "TRAINING_DATASET_EMPTY": (422, "Dataset empty"),
+    "TRAINING_DATASET_UNUSABLE": (422, "Dataset unusable"),
+    "TRAINING_DATASET_CONFLICT": (422, "Dataset conflict"),
+    "TRAINING_DURATION_EXCEEDS_LIMIT": (422, "Duration exceeds limit"),
+    "TRAINING_JOB_NOT_IN_TRAINING": (409, "Job not in training"),
+    "TRAINING_JOB_FINALIZING": (409, "Job finalizing"),
     "IDEMPOTENCY_KEY_REUSED": (409, "Idempotency key reused"),
     "UNIMPLEMENTED": (501, "Not implemented"),
     "UNAVAILABLE": (503, "Unavailable"),
@@ -71,10 +70,18 @@ STATUSES: Mapping[str, tuple[int, str]] = {
     "ENGINE_FULL": (503, "Engine full"),
     "TRAINING_UNAVAILABLE": (503, "Training unavailable"),
     "CLIENT_GONE": (409, "Client gone"),
+    "RATE_LIMITED": (429, "Too many requests"),
+    "PAYLOAD_TOO_LARGE": (413, "Content too large"),
+    "DEADLINE_EXCEEDED": (504, "Deadline exceeded"),
 }
 # Refusals a retry meets where a create met 422: the job exists, its state refuses (002).
 AT_RETRY = frozenset(
-    {"DATASET_EMPTY", "DATASET_UNUSABLE", "DATASET_CONFLICT", "DURATION_EXCEEDS_LIMIT"}
+    {
+        "TRAINING_DATASET_EMPTY",
+        "TRAINING_DATASET_UNUSABLE",
+        "TRAINING_DATASET_CONFLICT",
+        "TRAINING_DURATION_EXCEEDS_LIMIT",
+    }
 )
 # HIP-1333 §3: these three answer the money wire's body, not a problem document.
 MONEY = frozenset({"INSUFFICIENT_BALANCE", "SPEND_CAP_EXCEEDED", "BALANCE_UNAVAILABLE"})
@@ -128,7 +135,7 @@ def refusal(
         "title": title,
         "status": status,
         "detail": detail,
-        "code": reason,
+        "code": reason.lower(),
     }
     if fields:
         body["fields"] = list(fields)

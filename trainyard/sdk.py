@@ -20,27 +20,16 @@ trainer.delete()
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tarfile
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
-import httpx
 from google.protobuf import json_format, struct_pb2
 
-from trainyard import packing
-from trainyard.artifact.v1 import (
-    artifact_pb2,
-    artifact_service_pb2,
-    artifact_service_pb2_grpc,
-    provenance_pb2,
-)
+from trainyard.artifact.v1 import artifact_service_pb2_grpc
 from trainyard.client.v1 import client_pb2, client_service_pb2, client_service_pb2_grpc
 from trainyard.job.v1 import (
     attempt_pb2,
@@ -52,6 +41,7 @@ from trainyard.job.v1 import (
     publication_pb2,
 )
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
+from trainyard.sdk_artifacts import ArtifactMethods, file_sha256
 from trainyard.sdk_base import TrainyardError, channel
 from trainyard.sdk_clients import (
     MAX_WAIT,
@@ -71,10 +61,14 @@ __all__ = [
 ]  # fmt: skip
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+# An attempt log is read this many bytes at a time, and followed by long polls this long.
+LOG_READ_BYTES = 1024 * 1024
+LOG_WAIT_SECONDS = 25
 
 
-class Client:
-    """A connection to one Trainyard gateway, acting with one API key."""
+class Client(ArtifactMethods):
+    """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
+    (upload, download, ...) are written in `trainyard.sdk_artifacts`."""
 
     def __init__(
         self,
@@ -237,6 +231,55 @@ class Client:
             ).attempts
         )
 
+    def attempt_log(
+        self,
+        job_id: str,
+        attempt: int | str,
+        *,
+        tail_lines: int = 0,
+        offset: int | None = None,
+        limit_bytes: int = 0,
+        start_line: int | None = None,
+        max_lines: int = 0,
+        wait: int = 0,
+    ) -> job_service_pb2.AttemptLog:
+        """A part of an attempt's log (its trainer's stdout and stderr): the last
+        `tail_lines` (100 by default), bytes from `offset`, or lines from `start_line`;
+        `wait` holds the answer up to that many seconds for text past `offset`."""
+        request = job_service_pb2.GetAttemptLogRequest(
+            id=job_id,
+            attempt=str(attempt),
+            tail_lines=tail_lines,
+            limit_bytes=limit_bytes,
+            max_lines=max_lines,
+            wait=wait,
+        )
+        if offset is not None:
+            request.offset = offset
+        if start_line is not None:
+            request.start_line = start_line
+        return self._call("GetAttemptLog", request, timeout=wait + 30)
+
+    def log_text(
+        self, job_id: str, attempt: int | str, *, tail_lines: int = 0, follow: bool = False
+    ) -> Iterator[str]:
+        """An attempt's log as it is read: whole (or its last `tail_lines`), then, with
+        `follow`, what it gains until the attempt ends."""
+        if tail_lines:
+            part = self.attempt_log(job_id, attempt, tail_lines=tail_lines)
+        else:
+            part = self.attempt_log(job_id, attempt, offset=0, limit_bytes=LOG_READ_BYTES)
+        yield part.text
+        while part.next_offset < part.size or (follow and not part.complete):
+            part = self.attempt_log(
+                job_id,
+                attempt,
+                offset=part.next_offset,
+                limit_bytes=LOG_READ_BYTES,
+                wait=LOG_WAIT_SECONDS if follow else 0,
+            )
+            yield part.text
+
     def publish_job(
         self,
         job_id: str,
@@ -262,192 +305,6 @@ class Client:
 
     def models(self) -> list[model_pb2.BaseModel]:
         return list(self._call("ListModels", job_service_pb2.ListModelsRequest()).models)
-
-    # -- artifacts -------------------------------------------------------------------------
-
-    def upload(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        name: str | None = None,
-        kind: str = "dataset",
-        progress: Callable[[int, int], None] | None = None,
-    ) -> artifact_pb2.Artifact:
-        """Hash a file, ask for a grant, PUT the bytes (unless the org holds them already),
-        and have the service read them back and verify them (a dataset is refused there,
-        and deleted, unless its rows are ones a job can train on)."""
-        path = Path(path)
-        sha256, size = file_sha256(path)
-        grant = self._call(
-            "CreateArtifact",
-            artifact_service_pb2.CreateArtifactRequest(
-                kind=kind, name=name or _safe_name(path), sha256=sha256, size=size
-            ),
-        )
-        if not grant.stored:
-            transfers = (
-                [(0, size, grant.upload.url, dict(grant.upload.headers))]
-                if grant.HasField("upload")
-                else [(p.offset, p.size, p.url, dict(p.headers)) for p in grant.parts]
-            )
-            sent = 0
-            with httpx.Client(timeout=httpx.Timeout(60.0, read=600.0)) as http:
-                for offset, length, url, headers in transfers:
-
-                    def body(offset: int = offset, length: int = length) -> Iterator[bytes]:
-                        nonlocal sent
-                        with path.open("rb") as fh:
-                            fh.seek(offset)
-                            left = length
-                            while left:
-                                chunk = fh.read(min(1 << 20, left))
-                                left -= len(chunk)
-                                sent += len(chunk)
-                                if progress:
-                                    progress(sent, size)
-                                yield chunk
-
-                    try:
-                        answer = http.put(url, content=body(), headers=headers)
-                    except httpx.TransportError:
-                        raise _unreachable_store() from None
-                    if answer.status_code >= 300:
-                        raise TrainyardError(
-                            grpc.StatusCode.FAILED_PRECONDITION,
-                            "UPLOAD_REFUSED",
-                            f"The object store refused the upload ({answer.status_code}).",
-                            {},
-                        )
-        elif progress:
-            progress(size, size)
-        return self._call(
-            "ConfirmArtifact",
-            artifact_service_pb2.ConfirmArtifactRequest(sha256=sha256),
-            timeout=600,
-        )
-
-    def get_artifact(self, sha256: str) -> artifact_pb2.Artifact:
-        return self._call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=sha256))
-
-    def list_artifacts(self, *, kind: str = "") -> Iterator[artifact_pb2.Artifact]:
-        token = ""
-        while True:
-            page = self._call(
-                "ListArtifacts",
-                artifact_service_pb2.ListArtifactsRequest(kind=kind, page_token=token),
-            )
-            yield from page.artifacts
-            token = page.next_page_token
-            if not token:
-                return
-
-    def download(
-        self,
-        sha256: str,
-        target: str | os.PathLike[str],
-        *,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Path:
-        """Download an object and verify its sha256 before it lands at `target`; nothing
-        is left behind when it does not verify."""
-        target = Path(target)
-        artifact = self.get_artifact(sha256)
-        partial = target.with_name(target.name + ".partial")
-        digest, got = hashlib.sha256(), 0
-        try:
-            with httpx.stream(
-                "GET", artifact.url, headers=dict(artifact.headers), timeout=600
-            ) as answer:
-                if answer.status_code >= 300:
-                    raise TrainyardError(
-                        grpc.StatusCode.UNAVAILABLE,
-                        "DOWNLOAD_REFUSED",
-                        f"The object store refused the download ({answer.status_code}).",
-                        {},
-                    )
-                with partial.open("wb") as fh:
-                    for chunk in answer.iter_bytes(1 << 20):
-                        fh.write(chunk)
-                        digest.update(chunk)
-                        got += len(chunk)
-                        if progress:
-                            progress(got, int(artifact.size))
-        except httpx.TransportError:
-            partial.unlink(missing_ok=True)
-            raise _unreachable_store() from None
-        if digest.hexdigest() != sha256:
-            partial.unlink(missing_ok=True)
-            raise TrainyardError(
-                grpc.StatusCode.DATA_LOSS,
-                "ARTIFACT_MISMATCH",
-                "The downloaded bytes do not have the sha256 asked for; nothing was kept.",
-                {"sha256": sha256},
-            )
-        partial.replace(target)
-        return target
-
-    def download_job(
-        self,
-        job_id: str,
-        directory: str | os.PathLike[str],
-        *,
-        state: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> Path:
-        """Download a job's result (`state`: its resumable training state instead), verify
-        its sha256 and unpack it into `directory`, which must not exist or be empty. It is
-        unpacked beside it first and moved there whole, so a failed download, check or
-        unpack leaves nothing. Raises `RESULT_UNAVAILABLE` (or `CHECKPOINT_UNAVAILABLE`)
-        while the job has none."""
-        directory = Path(directory)
-        result = self.get_job(job_id).result
-        sha256 = result.checkpoint_sha256 if state else result.sha256
-        if not sha256:
-            what = "resumable state" if state else "result"
-            raise TrainyardError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "CHECKPOINT_UNAVAILABLE" if state else "RESULT_UNAVAILABLE",
-                f"The job has no verified {what} to download (yet).",
-                {"job": job_id},
-            )
-        if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-            raise FileExistsError(f"{directory} exists and is not an empty directory")
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(
-            prefix=f".{directory.name}.", dir=directory.parent
-        ) as work:
-            packed = self.download(sha256, Path(work) / "packed.tar", progress=progress)
-            try:
-                with packed.open("rb") as fh:
-                    packing.unpack(fh, Path(work) / "files")
-            except tarfile.TarError:
-                raise TrainyardError(
-                    grpc.StatusCode.DATA_LOSS,
-                    "ARTIFACT_UNPACKABLE",
-                    "The object is not a directory packed as a job's output; nothing was kept.",
-                    {"sha256": sha256},
-                ) from None
-            os.replace(Path(work) / "files", directory)
-        return directory
-
-    def delete_artifact(self, sha256: str) -> bool:
-        return bool(
-            self._call(
-                "DeleteArtifact", artifact_service_pb2.DeleteArtifactRequest(sha256=sha256)
-            ).deleted
-        )
-
-    def job_artifacts(self, job_id: str) -> list[artifact_pb2.Artifact]:
-        return list(
-            self._call(
-                "ListJobArtifacts", artifact_service_pb2.ListJobArtifactsRequest(id=job_id)
-            ).artifacts
-        )
-
-    def provenance(self, job_id: str) -> provenance_pb2.ProvenanceRecord:
-        return self._call(
-            "GetJobProvenance", artifact_service_pb2.GetJobProvenanceRequest(id=job_id)
-        )
 
     # -- money -----------------------------------------------------------------------------
 
@@ -488,11 +345,15 @@ class Client:
         seed: int | None = None,
         org: str | None = None,
         wait: int = 120,
+        from_: str = "",
+        with_optimizer: bool = False,
     ) -> TrainingClient:
         """Create an interactive training client (operator keys; `org` is the org it is for,
         sent as `x-org-id`) and wait up to `wait` seconds for an engine to load it. Raises
         `CLIENT_GONE` when the engine could not; a client still `placing` after `wait` is
-        answered as it is (its calls queue until it loads)."""
+        answered as it is (its calls queue until it loads). `from_` (a saved adapter's or
+        state's sha256) starts it from those weights; `with_optimizer` restores the saved
+        state's optimizer too, so training continues as if uninterrupted."""
         lora = client_pb2.LoraConfig(targets=list(targets))
         if rank is not None:
             lora.rank = rank
@@ -501,8 +362,9 @@ class Client:
         if seed is not None:
             lora.seed = seed
         request = client_service_pb2.CreateTrainingClientRequest(
-            base_model=base_model, wait=max(0, min(wait, MAX_WAIT))
+            base_model=base_model, wait=max(0, min(wait, MAX_WAIT)), with_optimizer=with_optimizer
         )
+        setattr(request, "from", from_)
         if rank is not None or alpha is not None or targets or seed is not None:
             request.lora_config.CopyFrom(lora)
         started = time.monotonic()
@@ -540,26 +402,3 @@ class Client:
             yield from page.clients
             if not (token := page.next_page_token):
                 return
-
-
-def _unreachable_store() -> TrainyardError:
-    return TrainyardError(
-        grpc.StatusCode.UNAVAILABLE,
-        "OBJECT_STORE_UNREACHABLE",
-        "The object store named by the grant did not answer.",
-        {},
-    )
-
-
-def file_sha256(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
-def _safe_name(path: Path) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in path.name).lstrip(".-_")
-    return cleaned[:128] or "upload"

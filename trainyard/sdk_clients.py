@@ -35,7 +35,7 @@ _METHODS = {
 }
 # The status code of a failed future's reason, as the service raises it in-line.
 _FAILED_CODES = {
-    "VALIDATION_ERROR": grpc.StatusCode.INVALID_ARGUMENT,
+    "INVALID_REQUEST": grpc.StatusCode.INVALID_ARGUMENT,
     "INTERNAL_ERROR": grpc.StatusCode.UNAVAILABLE,
     "UNAVAILABLE": grpc.StatusCode.UNAVAILABLE,
 }
@@ -146,6 +146,10 @@ class APIFuture:
         # Known once the call was accepted: the future's id and the call's sequence number.
         self.future_id = ""
         self.seq = 0
+        # While it waits: calls of the client ahead of it, and the seconds until it is
+        # answered as the service estimates them (None until it has measured calls).
+        self.queue_position = 0
+        self.eta_seconds: float | None = None
         self._done: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def result(self, timeout: float | None = None) -> Any:
@@ -242,19 +246,61 @@ class TrainingClient:
     # -- calls -----------------------------------------------------------------------------
 
     def forward_backward(
-        self, data: Iterable[DatumLike], loss_fn: str = "cross_entropy"
+        self,
+        data: Iterable[DatumLike],
+        loss_fn: str = "cross_entropy",
+        loss_fn_config: Mapping[str, float] | None = None,
+        *,
+        deadline_seconds: int | None = None,
     ) -> APIFuture:
-        """Accumulate gradients over `data` (Datums, their proto-JSON dicts, or text)."""
+        """Accumulate gradients over `data` (Datums, their proto-JSON dicts, or text) of
+        `loss_fn`: `cross_entropy`, or `importance_sampling` and `ppo` (their datums carry
+        `target_tokens`, `logprobs` and `advantages`; `ppo`'s `loss_fn_config` may set
+        `clip_low_threshold` and `clip_high_threshold`). Every call takes
+        `deadline_seconds` (1 to 3600): not started within it, the call fails
+        `DEADLINE_EXCEEDED` rather than wait."""
         return self._submit(
-            "forward_backward", {"data": [to_datum(d) for d in data], "loss_fn": loss_fn}
+            "forward_backward",
+            {
+                "data": [to_datum(d) for d in data],
+                "loss_fn": loss_fn,
+                "loss_fn_config": dict(loss_fn_config or {}),
+            },
+            deadline_seconds,
+        )
+
+    def forward(
+        self,
+        data: Iterable[DatumLike],
+        loss_fn: str = "cross_entropy",
+        loss_fn_config: Mapping[str, float] | None = None,
+        *,
+        deadline_seconds: int | None = None,
+    ) -> APIFuture:
+        """The forward alone: `forward_backward`'s answer (logprobs, elementwise loss and
+        loss) with no gradient kept."""
+        return self._submit(
+            "forward_backward",
+            {
+                "data": [to_datum(d) for d in data],
+                "loss_fn": loss_fn,
+                "loss_fn_config": dict(loss_fn_config or {}),
+                "forward_only": True,
+            },
+            deadline_seconds,
         )
 
     def optim_step(
-        self, adam_params: Mapping[str, Any] | client_pb2.AdamParams | None = None
+        self,
+        adam_params: Mapping[str, Any] | client_pb2.AdamParams | None = None,
+        *,
+        deadline_seconds: int | None = None,
     ) -> APIFuture:
         """Apply Adam (`learning_rate`, `beta1`, `beta2`, `eps`) to the gradients."""
         return self._submit(
-            "optim_step", {"adam_params": _message(adam_params, client_pb2.AdamParams)}
+            "optim_step",
+            {"adam_params": _message(adam_params, client_pb2.AdamParams)},
+            deadline_seconds,
         )
 
     def sample(
@@ -262,25 +308,46 @@ class TrainingClient:
         prompt: PromptLike,
         num_samples: int = 1,
         sampling_params: Mapping[str, Any] | client_pb2.SamplingParams | None = None,
+        *,
+        prompt_logprobs: bool = False,
+        topk_prompt_logprobs: int = 0,
+        deadline_seconds: int | None = None,
     ) -> APIFuture:
         """Decode from the current weights; `sampling_params` as `SamplingParams`
-        (`{"max_tokens": 16, "temperature": 0}` decodes greedily)."""
+        (`{"max_tokens": 16, "temperature": 0}` decodes greedily). With `prompt_logprobs`
+        the answer holds each prompt token's log-probability (the first NaN), with
+        `topk_prompt_logprobs` k each prompt position's k likeliest tokens."""
         return self._submit(
             "sample",
             {
                 "prompt": to_model_input(prompt),
                 "num_samples": num_samples,
                 "sampling_params": _message(sampling_params, client_pb2.SamplingParams),
+                "prompt_logprobs": prompt_logprobs,
+                "topk_prompt_logprobs": topk_prompt_logprobs,
             },
+            deadline_seconds,
         )
 
-    def save_weights(self, name: str) -> APIFuture:
-        """Write the adapter as an artifact of the org; the output names its sha256."""
-        return self._submit("save_weights", {"name": name})
+    def save_weights(
+        self, name: str, *, kind: str = "lora", deadline_seconds: int | None = None
+    ) -> APIFuture:
+        """Write the adapter as an artifact of the org; the output names its sha256. Kind
+        `state` writes the optimizer's state beside it, for a client created `from_` it
+        `with_optimizer`."""
+        return self._submit("save_weights", {"name": name, "kind": kind}, deadline_seconds)
+
+    def save_state(self, name: str, *, deadline_seconds: int | None = None) -> APIFuture:
+        """`save_weights` of kind `state`: the adapter and the optimizer's state."""
+        return self.save_weights(name, kind="state", deadline_seconds=deadline_seconds)
 
     # -- the worker --------------------------------------------------------------------------
 
-    def _submit(self, kind: str, payload: Mapping[str, Any]) -> APIFuture:
+    def _submit(
+        self, kind: str, payload: Mapping[str, Any], deadline_seconds: int | None = None
+    ) -> APIFuture:
+        if deadline_seconds is not None:
+            payload = {**payload, "deadline_seconds": deadline_seconds}
         call = _Call(kind, payload)
         with self._lock:  # the queue's order is the calls' order, and so their seqs'
             if self._closed:
@@ -320,11 +387,14 @@ class TrainingClient:
         self._next_seq = future.seq + 1
         call.future.future_id, call.future.seq = future.id, future.seq
         while future.status not in _ENDED:
+            call.future.queue_position = future.queue_position
+            call.future.eta_seconds = future.eta_seconds if future.HasField("eta_seconds") else None
             future = self._send(
                 "GetFuture",
                 client_service_pb2.GetFutureRequest(id=future.id, wait=self._wait),
                 timeout=self._wait + RPC_MARGIN,
             )
+        call.future.queue_position, call.future.eta_seconds = 0, None
         if future.status == "failed":
             raise _future_error(future)
         return getattr(future, future.WhichOneof("output") or call.kind)  # type: ignore[no-any-return]

@@ -111,7 +111,7 @@ async function api(method, path, { body, headers = {}, signal } = {}) {
     answer = await fetch(path, init);
   } catch (err) {
     if (err.name === "AbortError") throw err;
-    throw new ApiError(0, "UNAVAILABLE", "The gateway cannot be reached; is the stack up?");
+    throw new ApiError(0, "unavailable", "The gateway cannot be reached; is the stack up?");
   }
   if (answer.status === 204) return null;
   const text = await answer.text();
@@ -119,7 +119,7 @@ async function api(method, path, { body, headers = {}, signal } = {}) {
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!answer.ok) {
     // A problem document ({code, detail}) or the money wire's {error: {code, message}}.
-    const code = data?.code || data?.error?.code || `HTTP_${answer.status}`;
+    const code = data?.code || data?.error?.code || `http_${answer.status}`;
     const detail = data?.detail || data?.error?.message || answer.statusText;
     if (answer.status === 401) sessionStorage.removeItem(KEY);
     throw new ApiError(answer.status, code, detail);
@@ -138,7 +138,7 @@ function query(params) {
 
 function errorBox(err) {
   return el("div", { className: "error", attrs: { role: "alert", "data-code": err.code || "" } },
-    el("span", { className: "code", textContent: err.code || "ERROR" }),
+    el("span", { className: "code", textContent: err.code || "error" }),
     el("span", { className: "detail", textContent: err.detail || err.message || "" }));
 }
 
@@ -178,6 +178,8 @@ function signIn(next, err) {
   const form = el("form", { className: "card signin form" },
     el("h1", { textContent: "Sign in" }),
     el("p", { className: "note", textContent: "Paste an API key. It is kept for this tab only and sent with every call." }),
+    el("p", { className: "note", id: "key-source" }, "No key yet? The deployment's operator makes one for your org with ",
+      el("code", { textContent: "trainyard admin create-key --org <org> --role member" }), "."),
     err ? errorBox(err) : null,
     el("label", {}, el("span", { textContent: "API key" }), input),
     el("button", { className: "primary", type: "submit", textContent: "Sign in" }));
@@ -250,7 +252,7 @@ function jobRow(job) {
     el("td", {}, badge(job.status)),
     el("td", { className: "num", textContent: `${progress.step || 0} / ${job.planned_steps || progress.planned_steps || "?"}` }),
     el("td", { className: "num", textContent: number(progress.loss) }),
-    el("td", { className: "num", textContent: dollars(job.cost_credits) }),
+    el("td", { className: "num", textContent: dollars(job.cost_micro_cents) }),
     el("td", { textContent: when(job.create_time) }));
   row.onclick = (event) => {
     if (event.target.tagName !== "A") location.hash = `/jobs/${encodeURIComponent(job.id)}`;
@@ -306,7 +308,7 @@ async function newJob(signal) {
     try {
       const answer = await api("POST", "/v1/train/estimate", { body: body(), signal });
       estimate.replaceChildren(estimateFacts(answer));
-      create.disabled = !answer.admitted;
+      create.disabled = !answer.admitted || !(answer.dataset || {}).is_trainable;
     } catch (err) {
       errors.report(err);
     }
@@ -338,10 +340,13 @@ function estimateFacts(answer) {
   return el("div", {},
     facts([
       ["Admitted", answer.admitted ? "yes" : "no"],
+      ["Trainable", (answer.dataset || {}).is_trainable ? "yes" : `no (${((answer.dataset || {}).reasons || []).join(", ")})`],
       ["Planned steps", job.planned_steps],
       ["Training examples", job.train_examples],
       ["Evaluation examples", job.eval_examples],
-      ["Expected run time", seconds(duration.projected_active_seconds)],
+      ["Expected run time", answer.expected ? seconds(answer.expected.device_seconds) : ""],
+      ["Device class", answer.device_class || ""],
+      ["Projected for admission", seconds(duration.projected_active_seconds)],
       ["Execution limit", seconds(duration.execution_limit_seconds)],
       ["Expected price", answer.expected ? dollars(answer.expected.micro_cents) : ""],
       ["Held at most", answer.authorization_ceiling ? dollars(answer.authorization_ceiling.micro_cents) : ""],
@@ -359,11 +364,12 @@ async function jobPage(id, signal) {
   const attempts = el("div", { id: "attempts" });
   const artifacts = el("div", { id: "artifacts" });
   const dataset = el("div", { id: "dataset-preview" });
+  const log = new LogPanel(path, signal);
   show(errors, head,
     card("", el("div", { className: "chart-head" }, el("h2", { textContent: "Loss" }),
       el("span", { className: "sub", id: "chart-points" })), chart.node, chart.legend),
     cards,
-    card("Attempts", attempts), card("Artifacts", artifacts), card("Dataset", dataset));
+    card("Attempts", attempts), log.node, card("Artifacts", artifacts), card("Dataset", dataset));
 
   let job;
   const refresh = async () => {
@@ -376,6 +382,7 @@ async function jobPage(id, signal) {
       api("GET", `${path}/artifacts`, { signal }),
     ]);
     attempts.replaceChildren(attemptsTable(tries.attempts || []));
+    log.attempts(tries.attempts || []);
     artifacts.replaceChildren(artifactsTable(objects.artifacts || []));
   };
   try {
@@ -453,7 +460,7 @@ function jobHead(job, path, errors, refresh) {
       ["Loss", number(progress.loss)],
       ["ETA", TERMINAL.has(job.status) ? "" : seconds(progress.eta_seconds)],
       ["Tokens/s", progress.tokens_per_second ? Math.round(progress.tokens_per_second) : ""],
-      ["Cost so far", dollars(job.cost_credits)],
+      ["Cost so far", dollars(job.cost_micro_cents)],
       ["Held now", job.holding && Number(job.holding.micro_cents) ? dollars(job.holding.micro_cents) : ""],
       ["Dataset", job.dataset?.uri],
       ["Created", when(job.create_time)],
@@ -576,6 +583,65 @@ function outcomeCard(job) {
   return node;
 }
 
+// An attempt's log (its trainer's standard output and error), read from the start and
+// followed by long polls until the attempt ends. The latest attempt is shown, and a newer
+// one (a retry) replaces it, unless another was picked.
+class LogPanel {
+  constructor(path, signal) {
+    this.path = path;
+    this.signal = signal;
+    this.shown = 0;
+    this.newest = 0;
+    this.reading = null;
+    this.pick = el("select", { id: "log-attempt", onchange: () => this.open(Number(this.pick.value)) });
+    this.size = el("span", { className: "sub", id: "log-size" });
+    this.text = el("pre", { className: "log", id: "attempt-log", textContent: "Nothing written yet." });
+    this.node = card("", el("div", { className: "chart-head" }, el("h2", { textContent: "Log" }), this.pick, this.size), this.text);
+  }
+
+  attempts(list) {
+    const numbers = list.map((a) => a.attempt_number);
+    const newest = Math.max(0, ...numbers);
+    const follows = this.shown === this.newest;
+    this.newest = newest;
+    fill(this.pick, numbers.map((n) => el("option", { value: String(n), textContent: `Attempt ${n}` })));
+    const chosen = follows ? newest : this.shown;
+    this.pick.value = String(chosen);
+    if (chosen && chosen !== this.shown) this.open(chosen);
+  }
+
+  async open(number) {
+    if (this.reading) this.reading.abort();
+    const reading = new AbortController();
+    this.reading = reading;
+    this.signal.addEventListener("abort", () => reading.abort(), { once: true });
+    this.shown = number;
+    this.text.textContent = "";
+    let offset = 0;
+    while (!reading.signal.aborted) {
+      let part;
+      try {
+        part = await api("GET", `${this.path}/attempts/${number}/logs${query({ offset, wait: WAIT_SECONDS })}`, { signal: reading.signal });
+      } catch (err) {
+        if (reading.signal.aborted) return;
+        this.size.textContent = `${err.code}: ${err.detail || ""}`;
+        await pause(2000, reading.signal);
+        continue;
+      }
+      const atEnd = this.text.scrollTop + this.text.clientHeight >= this.text.scrollHeight - 4;
+      if (part.offset > offset) this.text.append(`[the first ${bytes(part.offset)} are no longer kept]\n`);
+      this.text.append(part.text);
+      if (atEnd) this.text.scrollTop = this.text.scrollHeight;
+      offset = part.next_offset;
+      this.size.textContent = `${bytes(part.size)}${part.complete ? "" : " · following"}`;
+      if (part.complete && offset >= part.size) {
+        if (!part.size) this.text.textContent = "Nothing written.";
+        return;
+      }
+    }
+  }
+}
+
 function attemptsTable(attempts) {
   if (!attempts.length) return el("p", { className: "note", textContent: "None yet." });
   return el("table", {}, el("thead", {}, el("tr", {}, ["#", "Status", "Resumed at", "Failure", "Started", "Ended"].map((t) => el("th", { textContent: t })))),
@@ -586,8 +652,7 @@ function attemptsTable(attempts) {
       el("td", { textContent: when(a.started_time) }), el("td", { textContent: when(a.end_time) })))));
 }
 
-// A download needs the org's key headers with the URL, which a plain link cannot send: the
-// command that fetches it is shown beside the link, and the CLI does the same in one line.
+// A download is a plain link: its URL works alone for ten minutes.
 function artifactsTable(artifacts) {
   if (!artifacts.length) return el("p", { className: "note", textContent: "None yet." });
   const detail = el("div");
@@ -599,13 +664,11 @@ function artifactsTable(artifacts) {
 }
 
 function download(artifact) {
-  const headers = Object.entries(artifact.headers || {});
+  // The URL alone downloads (the gateway serves the bytes under the URL's own token).
   const name = artifact.name || artifact.sha256;
-  const command = ["curl -fSL", ...headers.map(([k, v]) => `-H '${k}: ${v}'`), `'${artifact.url}'`, `-o '${name}'`].join(" ");
   return el("div", { className: "stack" },
-    headers.length ? el("p", { className: "note", textContent: `Encrypted with your org's key: fetch it with the command below (valid until ${when(artifact.expires * 1000)}), or \`trainyard artifacts get ${artifact.sha256}\`.` })
-      : el("a", { href: artifact.url, download: name, textContent: `Download ${name}` }),
-    headers.length ? el("pre", { className: "command", textContent: command }) : null);
+    el("a", { href: artifact.url, download: name, textContent: `Download ${name}` }),
+    el("p", { className: "note", textContent: `The link works until ${when(artifact.expires * 1000)}; \`trainyard artifacts get ${artifact.sha256}\` fetches it too.` }));
 }
 
 function datasetPreview(node, path, signal) {
@@ -667,7 +730,7 @@ class LossChart {
     this.marks = {};
     this.plot = null;
     if (!window.uPlot) {
-      this.node.append(errorBox({ code: "CONSOLE_INCOMPLETE", detail: "The chart library is not installed here: `npm ci` in the checkout installs it." }));
+      this.node.append(errorBox({ code: "console_incomplete", detail: "The chart library is not installed here: `npm ci` in the checkout installs it." }));
     }
   }
 

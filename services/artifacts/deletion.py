@@ -17,8 +17,9 @@ from services.artifacts.crypto import OrgKeys
 from services.artifacts.objects import ObjectStore
 from services.core import audit, errors, lifecycle
 from services.core.auth import Principal
+from services.core.object_tables import in_use, published
+from services.core.states import ObjectStatus
 from services.core.store import Store
-from services.core.tables import in_use, published
 from trainyard.artifact.v1 import artifact_service_pb2
 
 
@@ -63,7 +64,7 @@ class Deletion:
                         return []
                     raise errors.NotFound()
             row = store.object_row(session, org, sha256)
-            if row is None or row.status == "pending":
+            if row is None or row.status == ObjectStatus.PENDING:
                 if self._forgotten(session, org, sha256):
                     return []
                 raise errors.NotFound()
@@ -75,9 +76,13 @@ class Deletion:
             if row is not None:
                 _refuse_kept(session, org, sha256)
                 audit.record(
-                    session, "training.artifact.deleted", org=org, subject=row.id,
-                    actor=principal.key_id, request_id=request_id,
-                )  # fmt: skip
+                    session,
+                    "training.artifact.deleted",
+                    org=org,
+                    subject=row.id,
+                    actor=principal.key_id,
+                    request_id=request_id,
+                )
         return self._remove(org, sha256)
 
     def _forgotten(self, session: Session, org: str, sha256: str) -> bool:
@@ -116,9 +121,12 @@ class Deletion:
                 )
                 if not kept:  # on the trail before it is made, as every deletion is
                     audit.record(
-                        session, "training.artifact.deleted", org=org, subject=row.id,
+                        session,
+                        "training.artifact.deleted",
+                        org=org,
+                        subject=row.id,
                         code="cascaded",
-                    )  # fmt: skip
+                    )
             if not kept:
                 self._erase(org, other)
             cascaded.append(artifact_service_pb2.Cascaded(sha256=other, kind=kind, kept=kept))
@@ -154,17 +162,20 @@ class Deletion:
             stale = [
                 s
                 for s in store.stale_objects(session, now)
-                if s.status == "pending" or not in_use(session, s.org, s.sha256)
+                if s.status == ObjectStatus.PENDING or not in_use(session, s.org, s.sha256)
             ]
         for org, sha256, status, object_id, upload_id in stale:
             with self._store.unit() as session:
-                if status != "pending" and published(session, org, sha256):
+                if status != ObjectStatus.PENDING and published(session, org, sha256):
                     continue  # published since it was found: kept
                 audit.record(
-                    session, "training.artifact.retention.swept", org=org, subject=object_id,
-                    code="grant_lapsed" if status == "pending" else "expired",
-                )  # fmt: skip
-            if status == "pending":
+                    session,
+                    "training.artifact.retention.swept",
+                    org=org,
+                    subject=object_id,
+                    code="grant_lapsed" if status == ObjectStatus.PENDING else "expired",
+                )
+            if status == ObjectStatus.PENDING:
                 if upload_id:
                     self._objects.abort_multipart(org, sha256, upload_id)
                 self._objects.delete(org, sha256)

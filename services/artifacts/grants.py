@@ -23,9 +23,11 @@ from services.core.auth import Principal
 from services.core.config import Config
 from services.core.datasets import MAX_DATASET_BYTES
 from services.core.money import storage, windows
+from services.core.object_tables import ObjectRow
 from services.core.retention import Retention
+from services.core.states import ObjectStatus
 from services.core.store import Store
-from services.core.tables import ObjectRow
+from services.core.tables import JobRow
 from trainyard.artifact.v1 import artifact_pb2
 
 MAX_SIZE = 64 * 1024**3
@@ -34,6 +36,18 @@ USER_KINDS, JOB_KINDS = store.USER_KINDS, store.JOB_KINDS
 CONTENT_TYPES = {"dataset": "application/jsonl", "snapshot": "application/jsonl"}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 META_VALUE = re.compile(r"^[A-Za-z0-9._:-]{0,64}$")
+
+
+def _check_produces(job: JobRow | None, kind: str) -> None:
+    """A producer registers only what it makes: a job its output's kind, its resumable
+    state (`checkpoint`) and its dataset snapshot; a training client (no job row) the
+    adapters it saves. So another kind's bytes cannot pass as a job's output and be
+    unpacked by whoever starts `from` it."""
+    made = ("lora",) if job is None else (job.frozen().output.kind, "checkpoint", "snapshot")
+    if kind not in made:
+        raise errors.ValidationError(
+            "kind", "is not a kind this job produces", metadata={"supported": ",".join(made)}
+        )
 
 
 class Grants:
@@ -80,6 +94,8 @@ class Grants:
             )
         if not store.is_sha256(sha256):
             raise errors.ValidationError("sha256", "must be 64 lower-case hex digits")
+        if kind == "dataset" and size == 0:
+            raise datasets.empty("size")  # as its confirmation would, before any bytes move
         if not 1 <= size <= MAX_SIZE:
             raise errors.ValidationError("size", "must be between 1 byte and 64 GiB")
         meta = dict(meta or {})
@@ -94,16 +110,27 @@ class Grants:
         )
 
     def _grant(
-        self, org: str, kind: str, name: str, sha256: str, size: int, job_id: str,
-        meta: dict[str, str], principal: Principal, request_id: str,
-    ) -> artifact_pb2.Grant:  # fmt: skip
+        self,
+        org: str,
+        kind: str,
+        name: str,
+        sha256: str,
+        size: int,
+        job_id: str,
+        meta: dict[str, str],
+        principal: Principal,
+        request_id: str,
+    ) -> artifact_pb2.Grant:
         now = self._now()
         with self._store.unit() as session:
             kept = retention.DEFAULT
-            if job_id and (job := store.owned_producer(session, org, job_id)) is not None:
-                kept = retention.of_job(job)
+            if job_id:
+                job = store.owned_producer(session, org, job_id)
+                _check_produces(job, kind)
+                if job is not None:
+                    kept = retention.of_job(job)
             row = store.object_row(session, org, sha256, lock=True)
-            if row is not None and row.status == "stored":
+            if row is not None and row.status == ObjectStatus.STORED:
                 # The org holds these bytes (an identical run made them): the cheapest
                 # path, the job names the object it already has.
                 if job_id:
@@ -126,14 +153,27 @@ class Grants:
             key = self._keys.object_key(session, org, sha256, create=True)
             if row is None:
                 row = store.add_placeholder(
-                    session, org=org, sha256=sha256, size=size, kind=kind, name=name,
-                    job_id=job_id, retention_policy=kept.policy, ttl_seconds=kept.ttl_seconds,
-                    meta=meta, now=now,
-                )  # fmt: skip
+                    session,
+                    org=org,
+                    sha256=sha256,
+                    size=size,
+                    kind=kind,
+                    name=name,
+                    job_id=job_id,
+                    retention_policy=kept.policy,
+                    ttl_seconds=kept.ttl_seconds,
+                    meta=meta,
+                    now=now,
+                )
                 audit.record(
-                    session, "training.artifact.placeholder.registered", org=org, subject=row.id,
-                    actor=principal.key_id, request_id=request_id, job=job_id or None,
-                )  # fmt: skip
+                    session,
+                    "training.artifact.placeholder.registered",
+                    org=org,
+                    subject=row.id,
+                    actor=principal.key_id,
+                    request_id=request_id,
+                    job=job_id or None,
+                )
             if job_id:  # so each job granted these bytes may confirm them
                 self._link(session, job_id, row, kind, name, kept)
             row.grant_expires = now + dt.timedelta(seconds=self._config.grant_seconds)
@@ -167,15 +207,26 @@ class Grants:
         self._objects.delete(row.org, row.sha256)
 
     def _link(
-        self, session: Session, job_id: str, row: ObjectRow, kind: str, name: str,
+        self,
+        session: Session,
+        job_id: str,
+        row: ObjectRow,
+        kind: str,
+        name: str,
         kept: Retention | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Name the object as one the job produced; a stored object is kept at least as
         long as this job's retention asks."""
         lifecycle.hold(
-            session, row, job_id, kind=kind, name=name, now=self._now(), kept=kept,
+            session,
+            row,
+            job_id,
+            kind=kind,
+            name=name,
+            now=self._now(),
+            kept=kept,
             default_days=self._config.retention_days,
-        )  # fmt: skip
+        )
 
     def _expiry(self, kept: Retention, stored: dt.datetime) -> dt.datetime | None:
         return retention.expiry(kept, stored, self._config.retention_days)
@@ -193,13 +244,13 @@ class Grants:
             row = store.object_row(session, org, sha256)
             if (
                 row is None
-                or row.status not in ("pending", "stored")
+                or row.status not in (ObjectStatus.PENDING, ObjectStatus.STORED)
                 or (job_id and store.job_link(session, org, job_id, sha256) is None)
             ):
                 raise errors.NotFound()
             key = self._keys.object_key(session, org, sha256)
             upload_id, size, status, kind = row.upload_id, row.size, row.status, row.kind
-        if status == "stored":
+        if status == ObjectStatus.STORED:
             if job_id:
                 store.retry(lambda: self._confirm_link(org, sha256, job_id))
             return (
@@ -250,15 +301,10 @@ class Grants:
             row = store.object_row(session, org, sha256, lock=True)
             if row is None:
                 raise errors.NotFound()
-            if row.status != "stored":
+            if row.status != ObjectStatus.STORED:
                 now = self._now()
-                row.status, row.stored_time, row.upload_id, row.grant_expires = (
-                    "stored",
-                    now,
-                    "",
-                    None,
-                )
-                row.expires_at = self._expiry(Retention(row.retention_policy, row.ttl_seconds), now)
+                kept = Retention(row.retention_policy, row.ttl_seconds)
+                lifecycle.object_stored(row, now, self._expiry(kept, now))
             if job_id:
                 self._link(session, job_id, row, row.kind, row.name)
 

@@ -1,4 +1,4 @@
-"""The S3 store through boto3: presigned transfers, read-back verification, deletion.
+"""The S3 store through boto3: presigned transfers, verified reads, read-back, deletion.
 Keys are `<org>/<sha256>`; every call carries the object's SSE-C key."""
 
 from __future__ import annotations
@@ -10,34 +10,26 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
-from botocore.config import Config as BotoConfig
+import grpc
 from botocore.exceptions import ClientError
 
 from services.artifacts.crypto import SSE_ALGORITHM, sse_headers
+from services.core import errors
 from services.core.config import Config
+from services.core.s3 import client as s3_client
 
 PART_SIZE = 64 * 1024 * 1024
 CHUNK = 1024 * 1024
+# The largest object read whole and checked before any of it is served.
+VERIFY_FIRST = 64 * 1024 * 1024
 
 
-def s3_client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1"):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key,
-        region_name=region,
-        config=BotoConfig(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=60,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        ),
-    )
+class ObjectMismatch(errors.DomainError):
+    """The store answered an object with bytes whose sha256 is not its name."""
+
+    code = grpc.StatusCode.DATA_LOSS
+    reason = "ARTIFACT_MISMATCH"
+    message = "The stored object does not match its sha256 and was not served."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +149,8 @@ class ObjectStore:
             )
 
     def presign_get(self, org: str, sha256: str, key: bytes, seconds: int) -> Presigned:
+        """A GET of the object straight from the store, under its SSE-C headers: how the
+        store itself is checked. Clients download through `downloads.py`'s URLs."""
         url = self._presigner.generate_presigned_url(
             "get_object",
             Params={"Bucket": self.bucket, "Key": self.key(org, sha256), **self._sse(key)},
@@ -171,7 +165,8 @@ class ObjectStore:
         except ClientError:
             return False
 
-    def stream(self, org: str, sha256: str, key: bytes) -> Iterator[bytes]:
+    def _body(self, org: str, sha256: str, key: bytes) -> Iterator[bytes]:
+        """The bytes as stored, unchecked."""
         answer = self._s3.get_object(
             Bucket=self.bucket, Key=self.key(org, sha256), **self._sse(key)
         )
@@ -180,6 +175,27 @@ class ObjectStore:
             yield from iter(lambda: body.read(CHUNK), b"")
         finally:
             body.close()
+
+    def stream(self, org: str, sha256: str, key: bytes) -> Iterator[bytes]:
+        """The object's bytes, only if they are the ones its name promises: the store's
+        bytes are not trusted (anything that can write to it could plant others). An
+        object up to `VERIFY_FIRST` is hashed whole before its first byte leaves, so a
+        mismatch is a plain refusal; a larger one flows as it is read with its last chunk
+        held back until the whole hashed right, so a reader never has every byte of an
+        object that does not verify."""
+        digest = hashlib.sha256()
+        held: list[bytes] = []
+        size = 0
+        for chunk in self._body(org, sha256, key):
+            digest.update(chunk)
+            size += len(chunk)
+            held.append(chunk)
+            if size > VERIFY_FIRST:
+                yield from held[:-1]
+                del held[:-1]
+        if digest.hexdigest() != sha256:
+            raise ObjectMismatch()
+        yield from held
 
     def read_back(
         self, org: str, sha256: str, key: bytes, *, keep: bool = False
@@ -193,7 +209,7 @@ class ObjectStore:
         except ClientError:
             return None
         digest, size, kept = hashlib.sha256(), 0, []
-        for chunk in self.stream(org, sha256, key):
+        for chunk in self._body(org, sha256, key):
             digest.update(chunk)
             size += len(chunk)
             if keep:

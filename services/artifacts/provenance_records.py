@@ -10,8 +10,8 @@ from services.artifacts import provenance, store
 from services.artifacts.store import ProvenanceRow
 from services.core import audit, errors, ids
 from services.core.auth import Principal
+from services.core.object_tables import readable
 from services.core.store import Store
-from services.core.tables import readable
 from trainyard.artifact.v1 import provenance_pb2
 
 
@@ -56,9 +56,12 @@ class ProvenanceRecords:
                 row = store.add_provenance(session, principal.org, values)
                 link.provenance_record_id = row.id
                 audit.record(
-                    session, "training.artifact.provenance.recorded", org=principal.org, subject=job.id,
+                    session,
+                    "training.artifact.provenance.recorded",
+                    org=principal.org,
+                    subject=job.id,
                     record=row.id,
-                )  # fmt: skip
+                )
                 return _proto(row)
 
         return store.retry(work)
@@ -77,8 +80,13 @@ class ProvenanceRecords:
 
 def _proto(row: ProvenanceRow) -> provenance_pb2.ProvenanceRecord:
     return provenance_pb2.ProvenanceRecord(
-        id=row.id, job_id=row.job_id, dataset_sha256=row.dataset_sha256, artifact_sha256=row.artifact_sha256,
-        base_model_id=row.base_model_id, base_model_sha256=row.base_model_sha256,
-        training_config_sha256=row.training_config_sha256, created_at=row.created_at,
+        id=row.id,
+        job_id=row.job_id,
+        dataset_sha256=row.dataset_sha256,
+        artifact_sha256=row.artifact_sha256,
+        base_model_id=row.base_model_id,
+        base_model_sha256=row.base_model_sha256,
+        training_config_sha256=row.training_config_sha256,
+        created_at=row.created_at,
         schema_version=row.schema_version,
-    )  # fmt: skip
+    )

@@ -1,7 +1,7 @@
 """The reads of ArtifactService: an object (GetArtifact), the org's objects a page at a
-time (ListArtifacts), the objects a job produced (ListJobArtifacts) and an object's
-plaintext (ReadArtifact). Retention is evaluated on read: an expired object answers as
-unknown. Nothing here writes."""
+time (ListArtifacts), the objects a job produced (ListJobArtifacts), an object's
+plaintext (ReadArtifact) and the bytes behind a download URL (DownloadArtifact). Retention
+is evaluated on read: an expired object answers as unknown. Nothing here writes."""
 
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from sqlalchemy.orm import Session
 
 from services.artifacts import store
 from services.artifacts.crypto import OrgKeys
+from services.artifacts.downloads import DOWNLOAD_SECONDS, DownloadTokens, Ticket
 from services.artifacts.objects import ObjectStore
 from services.core import errors
 from services.core.auth import Principal
+from services.core.object_tables import ObjectRow, published, readable
 from services.core.pagetoken import PageTokens, page_size
 from services.core.store import Store
-from services.core.tables import ObjectRow, published, readable
 from trainyard.artifact.v1 import artifact_pb2
-
-DOWNLOAD_SECONDS = 600
 
 
 def _ts(value: dt.datetime) -> timestamp_pb2.Timestamp:
@@ -37,29 +36,36 @@ class ArtifactReads:
         objects: ObjectStore,
         keys: OrgKeys,
         tokens: PageTokens,
+        downloads: DownloadTokens,
         clock: Callable[[], dt.datetime],
     ) -> None:
         self._store = store
         self._objects = objects
         self._keys = keys
         self._tokens = tokens
+        self._downloads = downloads
         self._now = clock
 
     def _proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
         """The object as answered; `with_url` adds a download URL that expires."""
         out = artifact_pb2.Artifact(
-            sha256=row.sha256, size=row.size, kind=row.kind, name=row.name, status=row.status,
-            job_id=row.job_id, published=published(session, row.org, row.sha256),
+            sha256=row.sha256,
+            size=row.size,
+            kind=row.kind,
+            name=row.name,
+            status=row.status,
+            job_id=row.job_id,
+            published=published(session, row.org, row.sha256),
             retention_policy=row.retention_policy,
-            meta=row.meta or {}, create_time=_ts(row.stored_time or row.create_time),
-        )  # fmt: skip
+            meta=row.meta or {},
+            create_time=_ts(row.stored_time or row.create_time),
+        )
         if row.expires_at is not None:
             out.expires_at.CopyFrom(_ts(row.expires_at))
         if with_url:
-            key = self._keys.object_key(session, row.org, row.sha256)
-            get = self._objects.presign_get(row.org, row.sha256, key, DOWNLOAD_SECONDS)
-            out.url, out.expires = get.url, int(self._now().timestamp()) + DOWNLOAD_SECONDS
-            out.headers.update(get.headers)
+            expires = int(self._now().timestamp()) + DOWNLOAD_SECONDS
+            out.url = self._downloads.url(Ticket(row.org, row.sha256, expires))
+            out.expires = expires
         return out
 
     def describe(
@@ -130,3 +136,13 @@ class ArtifactReads:
             row = store.visible_object(session, principal.org, sha256, self._now())
             key = self._keys.object_key(session, row.org, sha256)
         return self._objects.stream(principal.org, sha256, key)
+
+    def download(self, token: str) -> Iterator[bytes]:
+        """The plaintext behind a download URL: the token names the org and the object,
+        which must still be readable (an object deleted or expired since answers as
+        unknown)."""
+        ticket = self._downloads.open(token, int(self._now().timestamp()))
+        with self._store.unit(write=False) as session:
+            store.visible_object(session, ticket.org, ticket.sha256, self._now())
+            key = self._keys.object_key(session, ticket.org, ticket.sha256)
+        return self._objects.stream(ticket.org, ticket.sha256, key)

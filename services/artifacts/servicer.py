@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 from typing import TypeAlias
 
 import grpc
+from google.api import httpbody_pb2
 
 from services.artifacts.service import ArtifactService
-from services.core import context, errors
+from services.core import context, errors, validation
 from trainyard.artifact.v1 import (
     artifact_pb2,
     artifact_service_pb2,
@@ -19,6 +20,8 @@ from trainyard.artifact.v1 import (
 
 Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
 _DONE = object()
+# What a download is served as: an object's bytes, whatever they hold.
+DOWNLOAD_TYPE = "application/octet-stream"
 
 
 def _required_job(job_id: str) -> str:
@@ -34,8 +37,9 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
     async def CreateArtifact(
         self, request: artifact_service_pb2.CreateArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Grant:
+        request = validation.read_body(request)
         return await asyncio.to_thread(
-            lambda: self._service.grant(
+            lambda: self._service.grants.grant(
                 context.principal(),
                 kind=request.kind or "dataset",
                 name=request.name,
@@ -49,7 +53,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
         self, request: artifact_service_pb2.GrantJobArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Grant:
         return await asyncio.to_thread(
-            lambda: self._service.grant(
+            lambda: self._service.grants.grant(
                 context.principal(),
                 kind=request.kind,
                 name=request.name,
@@ -64,13 +68,16 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
     async def ConfirmArtifact(
         self, request: artifact_service_pb2.ConfirmArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Artifact:
-        return await asyncio.to_thread(self._service.confirm, context.principal(), request.sha256)
+        request = validation.read_body(request)
+        return await asyncio.to_thread(
+            self._service.grants.confirm, context.principal(), request.sha256
+        )
 
     async def ConfirmJobArtifact(
         self, request: artifact_service_pb2.ConfirmJobArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Artifact:
         return await asyncio.to_thread(
-            lambda: self._service.confirm(
+            lambda: self._service.grants.confirm(
                 context.principal(), request.sha256, job_id=request.job_id or "-"
             )
         )
@@ -78,13 +85,15 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
     async def GetArtifact(
         self, request: artifact_service_pb2.GetArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Artifact:
-        return await asyncio.to_thread(self._service.describe, context.principal(), request.sha256)
+        return await asyncio.to_thread(
+            self._service.reads.describe, context.principal(), request.sha256
+        )
 
     async def ListArtifacts(
         self, request: artifact_service_pb2.ListArtifactsRequest, ctx: Ctx
     ) -> artifact_service_pb2.ListArtifactsResponse:
         found, token, total = await asyncio.to_thread(
-            lambda: self._service.list_objects(
+            lambda: self._service.reads.list_objects(
                 context.principal(),
                 kind=request.kind,
                 size=request.page_size,
@@ -99,7 +108,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
         self, request: artifact_service_pb2.DeleteArtifactRequest, ctx: Ctx
     ) -> artifact_service_pb2.DeleteArtifactResponse:
         cascaded = await asyncio.to_thread(
-            lambda: self._service.delete(
+            lambda: self._service.deletion.delete(
                 context.principal(), request.sha256, request_id=context.request_id.get()
             )
         )
@@ -111,7 +120,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
         self, request: artifact_service_pb2.ListJobArtifactsRequest, ctx: Ctx
     ) -> artifact_service_pb2.ListJobArtifactsResponse:
         found = await asyncio.to_thread(
-            self._service.list_job_artifacts, context.principal(), request.id
+            self._service.reads.list_job_artifacts, context.principal(), request.id
         )
         return artifact_service_pb2.ListJobArtifactsResponse(artifacts=found)
 
@@ -119,7 +128,7 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
         self, request: artifact_service_pb2.DeleteJobArtifactRequest, ctx: Ctx
     ) -> artifact_service_pb2.DeleteJobArtifactResponse:
         cascaded = await asyncio.to_thread(
-            lambda: self._service.delete(
+            lambda: self._service.deletion.delete(
                 context.principal(),
                 request.sha256,
                 job_id=request.id,
@@ -134,25 +143,34 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
         self, request: artifact_service_pb2.GetJobProvenanceRequest, ctx: Ctx
     ) -> provenance_pb2.ProvenanceRecord:
         return await asyncio.to_thread(
-            self._service.job_provenance, context.principal(), request.id
+            self._service.provenance.of_job, context.principal(), request.id
         )
 
     async def RecordProvenance(
         self, request: artifact_service_pb2.RecordProvenanceRequest, ctx: Ctx
     ) -> provenance_pb2.ProvenanceRecord:
         return await asyncio.to_thread(
-            self._service.record_provenance, context.principal(), request.record
+            self._service.provenance.record, context.principal(), request.record
         )
 
     async def ReadArtifact(
         self, request: artifact_service_pb2.ReadArtifactRequest, ctx: Ctx
     ) -> AsyncIterator[artifact_service_pb2.ReadArtifactResponse]:
-        chunks = await asyncio.to_thread(self._service.read, context.principal(), request.sha256)
+        chunks = await asyncio.to_thread(
+            self._service.reads.read, context.principal(), request.sha256
+        )
         while (chunk := await asyncio.to_thread(next, chunks, _DONE)) is not _DONE:
             yield artifact_service_pb2.ReadArtifactResponse(data=chunk)  # type: ignore[arg-type]
+
+    async def DownloadArtifact(
+        self, request: artifact_service_pb2.DownloadArtifactRequest, ctx: Ctx
+    ) -> AsyncIterator[httpbody_pb2.HttpBody]:
+        chunks = await asyncio.to_thread(self._service.reads.download, request.token)
+        while (chunk := await asyncio.to_thread(next, chunks, _DONE)) is not _DONE:
+            yield httpbody_pb2.HttpBody(content_type=DOWNLOAD_TYPE, data=chunk)  # type: ignore[arg-type]
 
     async def SweepArtifacts(
         self, request: artifact_service_pb2.SweepArtifactsRequest, ctx: Ctx
     ) -> artifact_service_pb2.SweepArtifactsResponse:
-        expired, lapsed = await asyncio.to_thread(self._service.sweep)
+        expired, lapsed = await asyncio.to_thread(self._service.deletion.sweep)
         return artifact_service_pb2.SweepArtifactsResponse(expired=expired, lapsed=lapsed)

@@ -17,15 +17,10 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, ids
+from services.core.object_tables import JobArtifactRow, ObjectRow, publishes, readable
+from services.core.states import ObjectStatus
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import (
-    ClientRow,
-    JobArtifactRow,
-    JobRow,
-    ObjectRow,
-    publishes,
-    readable,
-)
+from services.core.tables import ClientRow, JobRow
 
 T = TypeVar("T")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -113,12 +108,12 @@ def owned_job(session: Session, org: str, job_id: str) -> JobRow:
 def owned_producer(session: Session, org: str, producer_id: str) -> JobRow | None:
     """What produced an output of the org: its job, or a training client (whose saved
     adapters are its outputs, the job row None); NOT_FOUND for anything else."""
-    if ids.is_id(producer_id, "cli"):
-        client = session.get(ClientRow, producer_id)
-        if client is None or client.org != org:
-            raise errors.NotFound()
-        return None
-    return owned_job(session, org, producer_id)
+    client = session.get(ClientRow, producer_id)
+    if client is None:
+        return owned_job(session, org, producer_id)
+    if client.org != org:
+        raise errors.NotFound()
+    return None
 
 
 def lock_job(session: Session, job_id: str) -> JobRow | None:
@@ -147,7 +142,7 @@ def visible_object(session: Session, org: str, sha256: str, now: dt.datetime) ->
 
 def stored_objects(session: Session, org: str, kind: str) -> Sequence[ObjectRow]:
     """The org's stored objects (of `kind`, when given), newest first."""
-    where = [ObjectRow.org == org, ObjectRow.status == "stored"]
+    where = [ObjectRow.org == org, ObjectRow.status == ObjectStatus.STORED]
     if kind:
         where.append(ObjectRow.kind == kind)
     return session.scalars(
@@ -161,22 +156,43 @@ def pending_bytes(session: Session, org: str, *, besides: str) -> int:
     """The bytes the org was granted and has not confirmed, but for the object `besides`."""
     pending = session.scalar(
         sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
-            ObjectRow.org == org, ObjectRow.status == "pending", ObjectRow.sha256 != besides
+            ObjectRow.org == org,
+            ObjectRow.status == ObjectStatus.PENDING,
+            ObjectRow.sha256 != besides,
         )
     )
     return int(pending or 0)
 
 
 def add_placeholder(
-    session: Session, *, org: str, sha256: str, size: int, kind: str, name: str, job_id: str,
-    retention_policy: str, ttl_seconds: int | None, meta: dict[str, str], now: dt.datetime,
-) -> ObjectRow:  # fmt: skip
+    session: Session,
+    *,
+    org: str,
+    sha256: str,
+    size: int,
+    kind: str,
+    name: str,
+    job_id: str,
+    retention_policy: str,
+    ttl_seconds: int | None,
+    meta: dict[str, str],
+    now: dt.datetime,
+) -> ObjectRow:
     """The row of a granted upload, `pending` until it reads back."""
     row = ObjectRow(
-        org=org, sha256=sha256, id=ids.new_id("obj"), size=size, kind=kind, name=name,
-        status="pending", job_id=job_id, retention_policy=retention_policy,
-        ttl_seconds=ttl_seconds, meta=meta, create_time=now,
-    )  # fmt: skip
+        org=org,
+        sha256=sha256,
+        id=ids.new_id("obj"),
+        size=size,
+        kind=kind,
+        name=name,
+        status=ObjectStatus.PENDING,
+        job_id=job_id,
+        retention_policy=retention_policy,
+        ttl_seconds=ttl_seconds,
+        meta=meta,
+        create_time=now,
+    )
     session.add(row)
     return row
 
@@ -190,7 +206,7 @@ def discard(session: Session, row: ObjectRow) -> None:
 def forget_pending(session: Session, org: str, sha256: str) -> None:
     """Drop an upload that never became an object, and the jobs' claims on it."""
     row = session.get(ObjectRow, (org, sha256))
-    if row is not None and row.status == "pending":
+    if row is not None and row.status == ObjectStatus.PENDING:
         session.delete(row)
         session.execute(
             sa.delete(JobArtifactRow).where(
@@ -217,9 +233,9 @@ def stale_objects(
             ObjectRow.upload_id,
         ).where(
             sa.or_(
-                sa.and_(ObjectRow.status == "pending", ObjectRow.grant_expires < now),
+                sa.and_(ObjectRow.status == ObjectStatus.PENDING, ObjectRow.grant_expires < now),
                 sa.and_(
-                    ObjectRow.status == "stored",
+                    ObjectRow.status == ObjectStatus.STORED,
                     ObjectRow.expires_at.is_not(None),
                     ObjectRow.expires_at <= now,
                     ~publishes(ObjectRow.org, ObjectRow.sha256),

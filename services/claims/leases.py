@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from sqlalchemy.orm import Session
 
 from services.claims import store
-from services.claims.offers import Offer
 from services.claims.store import ExecutorRow
 from services.core import audit, errors, ids, lifecycle, view
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.money import rates, windows
+from services.core.offers import Offer
 from services.core.states import JobStatus, TaskStatus
 from services.core.store import Store, utcnow
 from services.core.tables import JobRow, TaskRow
@@ -34,6 +34,8 @@ from trainyard.training.catalog import Catalog
 
 # The most device-seconds a task's `held` says: the wire's int32, 68 device-years.
 MAX_HELD = 2**31 - 1
+# The most abandoned leases one hello ends (an executor runs at most 64 tasks at once).
+MAX_ABANDONED = 64
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +53,14 @@ def lease_lost() -> errors.DomainError:
 
 
 def check_platform(principal: Principal, platform: bool) -> None:
-    if platform and not principal.is_platform:
+    if platform and not principal.runs_platform_tasks:
         raise errors.PermissionDenied("Only the platform credential claims as the platform.")
 
 
 def may_act(principal: Principal, task: TaskRow) -> bool:
     """An org's executor acts on its org's tasks; the platform on the tasks no machine was
     named for, in whichever org."""
-    return task.org == principal.org or (principal.is_platform and task.machine == "")
+    return task.org == principal.org or (principal.runs_platform_tasks and task.machine == "")
 
 
 def holds(task: TaskRow, token: str, now: dt.datetime) -> bool:
@@ -80,7 +82,7 @@ def acting_on(
     task = store.task(session, task_id, lock=lock)
     if task is None or task.job_id != job_id or not may_act(principal, task):
         raise errors.NotFound()
-    if task.machine == "" and not principal.is_platform:
+    if task.machine == "" and not principal.runs_platform_tasks:
         raise errors.PermissionDenied(
             "A task the platform runs takes reports from the platform only."
         )
@@ -100,10 +102,15 @@ def grant_output(
     return artifacts.grant(
         org,
         artifact_service_pb2.GrantJobArtifactRequest(
-            job_id=producer, task_id=request.task, kind=request.kind, name=request.name,
-            sha256=request.sha256, size=request.size, meta=dict(request.meta),
+            job_id=producer,
+            task_id=request.task,
+            kind=request.kind,
+            name=request.name,
+            sha256=request.sha256,
+            size=request.size,
+            meta=dict(request.meta),
         ),
-    )  # fmt: skip
+    )
 
 
 class Leases:
@@ -142,9 +149,16 @@ class Leases:
         resumed, lost = [], []
         with self._db.unit() as session:
             executor = ExecutorRow(
-                id=ids.new_id("exe"), org=principal.org, key_id=principal.key_id, machine=offer.machine,
-                platform=offer.platform, offer=offer.to_json(), connected=True, create_time=now, last_seen=now,
-            )  # fmt: skip
+                id=ids.new_id("exe"),
+                org=principal.org,
+                key_id=principal.key_id,
+                machine=offer.machine,
+                platform=offer.platform,
+                offer=offer.to_json(),
+                connected=True,
+                create_time=now,
+                last_seen=now,
+            )
             session.add(executor)
             for task_id, token in leases:
                 task = store.task(session, task_id, lock=True)
@@ -154,6 +168,35 @@ class Leases:
                 else:
                     lost.append(task_id)
             return executor.id, resumed, lost
+
+    def announce(self, executor_id: str, offer: Offer) -> None:
+        with self._db.unit() as session:
+            row = store.executor(session, executor_id)
+            if row is not None:
+                row.offer, row.last_seen = offer.to_json(), self._now()
+
+    def abandon(self, principal: Principal, leases: Sequence[tuple[str, str]]) -> int:
+        """End the tasks an executor's earlier process held when it ended (a crash, a
+        kill): none runs anywhere now, so each whose lease still holds is lost as a lapse
+        would lose it, without waiting for that."""
+
+        def work() -> int:
+            now, lost = self._now(), 0
+            with self._db.unit() as session:
+                for task_id, token in leases[:MAX_ABANDONED]:
+                    found = store.task(session, task_id)
+                    if found is None or not may_act(principal, found):
+                        continue
+                    job = store.job(session, found.job_id, lock=True)
+                    task = store.task(session, task_id, lock=True)
+                    if job is not None and task is not None and holds(task, token, now):
+                        lifecycle.lose(session, job, task)
+                        lost += 1
+            if lost:
+                log.info("%d tasks an executor's earlier process held were lost", lost)
+            return lost
+
+        return store.retry(work)
 
     def goodbye(self, executor_id: str) -> None:
         with self._db.unit() as session:
@@ -207,12 +250,20 @@ class Leases:
                     continue
                 # The first window, held on as many devices as the payer holds (§10).
                 held = windows.open_hold(
-                    session, self._policy, org=job.org, job_id=job.id, project=job.project,
-                    resources=spec.resources, task_id=task.id, epoch=task.epoch + 1,
-                    meter=rates.compute_meter(spec.base_model, device), charged=task.machine == "",
+                    session,
+                    self._policy,
+                    org=job.org,
+                    job_id=job.id,
+                    project=job.project,
+                    resources=spec.resources,
+                    task_id=task.id,
+                    epoch=task.epoch + 1,
+                    meter=rates.compute_meter(spec.base_model, device),
+                    charged=task.machine == "",
                     offered=offer.devices.count(device) if task.world_size == 1 else 1,
-                    halve=offer.platform, now=now,
-                )  # fmt: skip
+                    halve=offer.platform,
+                    now=now,
+                )
                 if isinstance(held, windows.Refusal):
                     if held.final:  # no later claim could hold it: stopped before it runs
                         attempt = lifecycle.current_attempt(session, job)
@@ -240,11 +291,20 @@ class Leases:
                         )
                 if offer.platform:
                     audit.record(
-                        session, "training.claim.platform", org=job.org, subject=task.id, actor=principal.key_id,
-                        job=job.id, machine=offer.machine, device=device, devices=task.devices,
-                        held=task.held, meter=rates.compute_meter(spec.base_model, device),
-                        rate=held.rate, payer=job.org,
-                    )  # fmt: skip
+                        session,
+                        "training.claim.platform",
+                        org=job.org,
+                        subject=task.id,
+                        actor=principal.key_id,
+                        job=job.id,
+                        machine=offer.machine,
+                        device=device,
+                        devices=task.devices,
+                        held=task.held,
+                        meter=rates.compute_meter(spec.base_model, device),
+                        rate=held.rate,
+                        payer=job.org,
+                    )
                 session.flush()
                 answer = self._task_proto(task, token)
                 answer.resume_from, answer.resume_step = resume
@@ -258,11 +318,20 @@ class Leases:
 
     def _task_proto(self, task: TaskRow, token: str) -> task_pb2.Task:
         return task_pb2.Task(
-            id=task.id, job=task.job_id, role=task.role, lease=token, coordinator=task.coordinator,
-            device=task.device, devices=task.devices, held=task.held,
-            report=self._config.report_seconds, epoch=task.epoch, rank=task.position,
-            world_size=task.world_size, attempt_number=task.attempt_number,
-        )  # fmt: skip
+            id=task.id,
+            job=task.job_id,
+            role=task.role,
+            lease=token,
+            coordinator=task.coordinator,
+            device=task.device,
+            devices=task.devices,
+            held=task.held,
+            report=self._config.report_seconds,
+            epoch=task.epoch,
+            rank=task.position,
+            world_size=task.world_size,
+            attempt_number=task.attempt_number,
+        )
 
     # -- leases kept, given back and lapsed ------------------------------------------------
 

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from services.claims import store
 from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_lost
-from services.core import errors, lifecycle
+from services.core import attempt_logs, errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.metrics import ClaimMetrics
@@ -39,12 +39,15 @@ from trainyard.training.events import (
     Metric,
     Result,
     Status,
+    Stdio,
     parse_report,
 )
 
 log = logging.getLogger(__name__)
 
-# The most events a job keeps; past it, logs and metric events are dropped (series kept).
+# The most log and metric events a job keeps (HIP-1333 §12): past it, a log line or a
+# metric point is dropped, from the events and the series alike, while statuses,
+# artifacts and the result are always kept and the job's progress still moves.
 MAX_JOB_EVENTS = 100_000
 # The series whose newest point the job's progress shows.
 _PROGRESS_FIELDS = {
@@ -104,12 +107,14 @@ class Reports:
         artifacts: ArtifactClient | None = None,
         clock: Callable[[], dt.datetime] = utcnow,
         metrics: ClaimMetrics | None = None,
+        max_events: int = MAX_JOB_EVENTS,
     ) -> None:
         self._db = db
         self._leases = leases
         self._artifacts = artifacts
         self._now = clock
         self._counted = metrics or ClaimMetrics(CollectorRegistry())
+        self._max_events = max_events
 
     def report(
         self,
@@ -181,12 +186,14 @@ class Reports:
                 record = self._artifacts.record_provenance(
                     org,
                     provenance_pb2.ProvenanceRecord(
-                        job_id=job_id, dataset_sha256=event.dataset_sha256 or dataset,
-                        artifact_sha256=event.sha256, base_model_id=base_model,
+                        job_id=job_id,
+                        dataset_sha256=event.dataset_sha256 or dataset,
+                        artifact_sha256=event.sha256,
+                        base_model_id=base_model,
                         base_model_sha256=event.base_sha256,
                         training_config_sha256=event.training_config_sha256 or config_sha,
                     ),
-                )  # fmt: skip
+                )
                 effects.provenance[event.sha256] = record.id
         return effects
 
@@ -224,13 +231,19 @@ class Reports:
                 return lease_lost()
             task.lease_expires, task.report_time = now + self._leases.ttl, now
             attempt = lifecycle.current_attempt(session, job)
-            # Meter by the clock and charge what that adds, before the events, which may
-            # end the job and release what it holds (§10).
+            # Meter by the clock since training started and charge what that adds, before
+            # the events, which may end the job and release what it holds (§10).
             hold = windows.hold_of(session, task.id, task.epoch)
+            started = attempt.started_time is not None
             stop = ""
             if hold is not None:
                 stop = windows.meter(
-                    session, self._leases.policy, hold, job.frozen().resources, now
+                    session,
+                    self._leases.policy,
+                    hold,
+                    job.frozen().resources,
+                    now,
+                    started,
                 )
                 task.held = min(hold.held_seconds, MAX_HELD)
             metrics: list[Metric] = []
@@ -246,13 +259,15 @@ class Reports:
                     if effects.refuses(event):
                         lifecycle.fail(session, job, attempt, "artifact_rejected")
                     else:
-                        _event(session, task, job, attempt, event, effects)
+                        _event(session, task, job, attempt, event, effects, self._max_events)
                 task.last_seq = event.seq
                 applied.append(event.type)
                 if job.status in TERMINAL:
                     break
             if metrics:
                 self._metrics(session, task, job, attempt, metrics)
+            if not started and attempt.started_time is not None:
+                windows.start_metering(session, job.id, now)  # this report's `running`
             if stop and job.status not in TERMINAL:
                 lifecycle.fail(session, job, attempt, stop, job_status=JobStatus.STOPPED)
             return _ack(task, job)
@@ -266,22 +281,30 @@ class Reports:
         points: list[Metric],
     ) -> None:
         """A run of metric points: one insert for the series (a point reported twice is
-        kept once), an event each, and the job's progress from the newest."""
+        kept once) and an event each, for the points within the job's cap of events, and
+        the job's progress from the newest of them all."""
         now = self._now()
+        kept = points[: max(self._max_events - job.event_seq, 0)]
         rows = {
             (p.name, p.step): {
-                "job_id": job.id, "attempt_number": attempt.attempt_number, "name": p.name,
-                "step": p.step, "value": p.value, "create_time": now,
+                "job_id": job.id,
+                "attempt_number": attempt.attempt_number,
+                "name": p.name,
+                "step": p.step,
+                "value": p.value,
+                "create_time": now,
             }
-            for p in points
-        }  # fmt: skip
-        store.add_metric_points(session, self._db.dialect, list(rows.values()))
-        room = max(MAX_JOB_EVENTS - job.event_seq, 0)
+            for p in kept
+        }
+        if rows:
+            store.add_metric_points(session, self._db.dialect, list(rows.values()))
         lifecycle.append_events(
-            session, job, "metric",
-            [{"name": p.name, "step": p.step, "value": p.value} for p in points[:room]],
+            session,
+            job,
+            "metric",
+            [{"name": p.name, "step": p.step, "value": p.value} for p in kept],
             attempt=attempt.attempt_number,
-        )  # fmt: skip
+        )
         if task.role != "lead":
             return
         progress = dict(job.progress or {})
@@ -321,18 +344,24 @@ def _event(
     attempt: AttemptRow,
     event: Event,
     effects: Effects,
+    max_events: int,
 ) -> None:
-    """Apply one event (a metric is applied with its run, in `_metrics`)."""
+    """Apply one event (a metric is applied with its run, in `_metrics`); a log line past
+    the job's `max_events` is dropped."""
     match event:
         case Status(status=status, error=error):
             lifecycle.report_status(session, job, task, attempt, status, error)
         case Coordinator(addr=addr):
             lifecycle.coordinate(session, job, task, addr)
         case Log(line=line):
-            if job.event_seq < MAX_JOB_EVENTS:
+            if job.event_seq < max_events:
                 lifecycle.append_event(
                     session, job, "log", attempt=attempt.attempt_number, line=line
                 )
+        case Stdio(text=text):
+            # The lead's trainer is the attempt's; a join's output stays on its machine.
+            if task.role == "lead":
+                attempt_logs.append(session, job, attempt.attempt_number, text)
         case Artifact(sha256=sha256):
             lifecycle.append_event(
                 session, job, "artifact", attempt=attempt.attempt_number, sha256=sha256

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import grpc
 
@@ -26,6 +28,14 @@ FULL_NAME = claim_service_pb2.DESCRIPTOR.services_by_name["ClaimService"].full_n
 # The training clients' calls travel on the executors' streams this process holds.
 CLIENTS = client_service_pb2.DESCRIPTOR.services_by_name["ClientService"].full_name
 ROLES = roles.for_services(FULL_NAME, CLIENTS)
+
+
+def roles_of(config: Config) -> Mapping[str, frozenset[str]]:
+    """The table, with an org's users creating their own clients when the deployment
+    lets them (`train_clients_by_members`)."""
+    if not config.train_clients_by_members:
+        return ROLES
+    return MappingProxyType({**ROLES, "CreateTrainingClient": roles.ORG_USERS})
 
 
 def build_server(
@@ -63,7 +73,7 @@ def build_server(
         full_name=FULL_NAME,
         also_serves=(CLIENTS,),
         register=register,
-        roles=ROLES,
+        roles=roles_of(config),
         store=store,
         port=port,
         metrics=metrics,

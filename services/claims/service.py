@@ -1,6 +1,9 @@
-"""ClaimService's use cases behind one face, shared by the executor stream and the unary
-REST routes: `leases` (hello, claims, releases, the expiry sweep, calls under a lease) and
-`reports` (report ingestion). No grpc here; the servicer and the stream call these."""
+"""ClaimService's use cases, shared by the executor stream and the unary REST routes:
+`leases` (hello, claims, releases, the expiry sweep, calls under a lease), `reports`
+(report ingestion), and the training clients' `clients` and `engines`. What spans them is
+here (a hello, a goodbye, the expiry sweep, the claim metric); the servicer and the stream
+call the rest directly, each telling a client's call from a task's where it receives it.
+No grpc here."""
 
 from __future__ import annotations
 
@@ -12,16 +15,14 @@ from prometheus_client import CollectorRegistry
 from services.claims.clients.engines import Engines
 from services.claims.clients.service import Clients
 from services.claims.leases import Leases
-from services.claims.offers import Offer
 from services.claims.reports import Reports
-from services.core import ids
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.metrics import ClaimMetrics
+from services.core.offers import Offer
 from services.core.store import Store, utcnow
-from trainyard.artifact.v1 import artifact_pb2
-from trainyard.claim.v1 import claim_service_pb2, task_pb2
+from trainyard.claim.v1 import claim_service_pb2
 from trainyard.training.catalog import Catalog
 
 
@@ -38,23 +39,37 @@ class ClaimService:
         self.metrics = metrics or ClaimMetrics(CollectorRegistry())
         self.wakeups = store.wakeups
         self.leases = Leases(store, config, artifacts, catalog, clock)
-        self.reports = Reports(store, self.leases, artifacts, clock, self.metrics)
+        self.reports = Reports(
+            store, self.leases, artifacts, clock, self.metrics, config.max_job_events
+        )
         # Training clients are leased on the same executors and answer on their streams.
-        self.clients = Clients(store, config, catalog or Catalog(), clock)
+        self.clients = Clients(store, config, catalog or Catalog(), clock, artifacts)
         self.engines = Engines(store, config, artifacts, clock)
 
     def hello(
-        self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
-    ) -> tuple[str, list[str], list[str]]:
-        """Register an executor; of the tasks and clients it names, those it goes on with
-        and those it lost."""
-        tasks = [(t, lease) for t, lease in leases if not is_client(t)]
+        self,
+        principal: Principal,
+        offer: Offer,
+        leases: Sequence[tuple[str, str]],
+        abandoned: Sequence[tuple[str, str]] = (),
+    ) -> tuple[str, list[str], list[str], set[str]]:
+        """Register an executor; of the tasks and clients it names, those it goes on with,
+        those it lost, and which of them are clients (an id with a client row). The tasks
+        an earlier process of it `abandoned` are lost at once."""
+        if abandoned:
+            self.metrics.lease_expiries.inc(self.leases.abandon(principal, abandoned))
+        clients = self.engines.among([held for held, _ in leases])
+        tasks = [(t, lease) for t, lease in leases if t not in clients]
         executor_id, resumed, lost = self.leases.hello(principal, offer, tasks)
-        clients = [(c, lease) for c, lease in leases if is_client(c)]
-        if clients or offer.clients:
-            kept, gone = self.engines.resume(principal, executor_id, offer.machine, clients)
+        named = [(c, lease) for c, lease in leases if c in clients]
+        if named or offer.clients:
+            kept, gone = self.engines.resume(principal, executor_id, offer.machine, named)
             resumed, lost = [*resumed, *kept], [*lost, *gone]
-        return executor_id, resumed, lost
+        return executor_id, resumed, lost, clients
+
+    def announce(self, executor_id: str, offer: Offer) -> None:
+        """Keep what a connected executor now offers, which creates and estimates read."""
+        self.leases.announce(executor_id, offer)
 
     def goodbye(self, executor_id: str) -> None:
         self.leases.goodbye(executor_id)
@@ -68,49 +83,8 @@ class ClaimService:
             self.metrics.claims.labels(str(offer.platform).lower()).inc()
         return found
 
-    def release(self, principal: Principal, task_id: str, token: str, reason: str = "") -> None:
-        if is_client(task_id):
-            self.engines.release(principal, task_id, token, reason)
-        else:
-            self.leases.release(principal, task_id, token)
-
     def expire_leases(self) -> int:
         """End every task and every training client whose lease lapsed."""
         lost = self.leases.expire() + self.engines.expire()
         self.metrics.lease_expiries.inc(lost)
         return lost
-
-    def cancels_due(self, executor_id: str) -> list[tuple[str, str]]:
-        return self.leases.cancels_due(executor_id)
-
-    def job_of(self, task_id: str) -> str:
-        """The job a task belongs to; a client stands for itself."""
-        return task_id if is_client(task_id) else self.leases.job_of(task_id)
-
-    def register_artifact(
-        self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest
-    ) -> artifact_pb2.Grant:
-        if is_client(request.task):
-            return self.engines.grant(principal, request)
-        return self.leases.register_artifact(principal, request)
-
-    def read_input(
-        self, principal: Principal, request: claim_service_pb2.ReadTaskInputRequest
-    ) -> artifact_pb2.Artifact:
-        return self.leases.read_input(principal, request)
-
-    def report(
-        self,
-        principal: Principal,
-        job_id: str,
-        task_id: str,
-        token: str,
-        events: Sequence[task_pb2.TaskEvent],
-    ) -> claim_service_pb2.ReportTaskResponse:
-        if is_client(task_id):  # a client's heartbeat: it carries no events
-            return self.engines.renew(principal, task_id, token)
-        return self.reports.report(principal, job_id, task_id, token, events)
-
-
-def is_client(task_id: str) -> bool:
-    return ids.is_id(task_id, "cli")

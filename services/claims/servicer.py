@@ -9,10 +9,10 @@ from typing import TypeAlias
 
 import grpc
 
-from services.claims.offers import Offer
 from services.claims.service import ClaimService
 from services.claims.stream import ExecutorStream, poll_claim
-from services.core import context, errors
+from services.core import context, errors, validation
+from services.core.offers import Offer
 from services.core.rpc import REST_STATUS
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc
@@ -32,6 +32,7 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
     async def ClaimTask(
         self, request: claim_service_pb2.ClaimTaskRequest, ctx: Ctx
     ) -> claim_service_pb2.ClaimTaskResponse:
+        request = validation.read_body(request)
         if not 0 <= request.wait <= MAX_WAIT_SECONDS:
             raise errors.ValidationError("wait", "must be between 0 and 25 seconds")
         principal = context.principal()
@@ -48,9 +49,15 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
     async def ReportTask(
         self, request: claim_service_pb2.ReportTaskRequest, ctx: Ctx
     ) -> claim_service_pb2.ReportTaskResponse:
+        request = validation.read_body(request)
+        principal = context.principal()
+        if request.id == request.task:  # a client names itself as its job: a heartbeat
+            return await asyncio.to_thread(
+                self._service.engines.renew, principal, request.task, request.lease
+            )
         return await asyncio.to_thread(
-            self._service.report,
-            context.principal(),
+            self._service.reports.report,
+            principal,
             request.id,
             request.task,
             request.lease,
@@ -60,14 +67,26 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
     async def RegisterTaskArtifact(
         self, request: claim_service_pb2.RegisterTaskArtifactRequest, ctx: Ctx
     ) -> artifact_pb2.Grant:
-        return await asyncio.to_thread(
-            self._service.register_artifact, context.principal(), request
+        request = validation.read_body(request)
+        service = self._service
+        # A client's call names the client as its own job.
+        grant = (
+            service.engines.grant
+            if request.id == request.task
+            else service.leases.register_artifact
         )
+        return await asyncio.to_thread(grant, context.principal(), request)
 
     async def ReadTaskInput(
         self, request: claim_service_pb2.ReadTaskInputRequest, ctx: Ctx
     ) -> artifact_pb2.Artifact:
-        return await asyncio.to_thread(self._service.read_input, context.principal(), request)
+        request = validation.read_body(request)
+        service = self._service
+        # A client's call names the client as its own job: what it reads is its `from`.
+        read = (
+            service.engines.read_input if request.id == request.task else service.leases.read_input
+        )
+        return await asyncio.to_thread(read, context.principal(), request)
 
     # -- the stream ----------------------------------------------------------------------
 

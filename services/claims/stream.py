@@ -15,10 +15,10 @@ import random
 import time
 from collections.abc import AsyncIterator
 
-from services.claims.offers import Offer
-from services.claims.service import ClaimService, is_client
+from services.claims.service import ClaimService
 from services.core import errors
 from services.core.auth import Principal
+from services.core.offers import Offer
 from services.core.states import TERMINAL
 from services.core.wakeups import executor_topic, operations_topic, woken
 from trainyard.claim.v1 import claim_service_pb2
@@ -57,17 +57,29 @@ class ExecutorStream:
     ended), one queue of answers."""
 
     def __init__(
-        self, service: ClaimService, principal: Principal, offer: Offer, executor_id: str, slots: int,
-        held: set[str], poll: float,
-    ) -> None:  # fmt: skip
+        self,
+        service: ClaimService,
+        principal: Principal,
+        offer: Offer,
+        executor_id: str,
+        slots: int,
+        held: set[str],
+        clients: set[str],
+        poll: float,
+    ) -> None:
+        """`held`: the tasks and clients the executor goes on with; `clients`: the ids of
+        those (and of any it named) that are training clients."""
         self._service, self._principal, self._offer = service, principal, offer
         self._executor_id, self._slots, self._poll = executor_id, slots, poll
-        self._held = {t for t in held if not is_client(t)}
+        self._held = held - clients
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
         # Set to claim and check cancels again: by a wake-up, or a slot freed here.
         self._woken = asyncio.Event()
-        # The clients this stream serves, and the operations it sent that are not answered.
-        self._clients = {t for t in held if is_client(t)}
+        # The clients this stream serves now, and the operations it sent that are not
+        # answered. `_served` keeps every client it has served: what the executor sends
+        # about one, even after it ended here, goes to the clients' side.
+        self._clients = held & clients
+        self._served = set(clients)
         self._sent: set[tuple[str, int]] = set()
         self._jobs: dict[str, str] = {}
 
@@ -85,12 +97,12 @@ class ExecutorStream:
             hello.machine, hello.platform, hello.bases, hello.devices, hello.supports, hello.clients
         )
         leases = [(held.task, held.lease) for held in hello.leases]
-        executor_id, resumed, lost = await asyncio.to_thread(
-            service.hello, principal, offer, leases
+        abandoned = [(held.task, held.lease) for held in hello.abandoned]
+        executor_id, resumed, lost, clients = await asyncio.to_thread(
+            service.hello, principal, offer, leases, abandoned
         )
-        stream = cls(
-            service, principal, offer, executor_id, max(1, hello.slots), set(resumed), poll
-        )
+        slots = max(1, hello.slots)
+        stream = cls(service, principal, offer, executor_id, slots, set(resumed), clients, poll)
         return stream, claim_service_pb2.Welcome(
             executor_id=executor_id, resumed=resumed, lost=lost
         )
@@ -124,35 +136,43 @@ class ExecutorStream:
                     await self._out.put(await self._grant(message.artifact))
                 elif kind == "release":
                     with contextlib.suppress(errors.DomainError):
-                        await asyncio.to_thread(
-                            self._service.release,
-                            self._principal,
-                            message.release.task,
-                            message.release.lease,
-                            message.release.reason,
-                        )
+                        await asyncio.to_thread(self._release, message.release)
                     self._freed(message.release.task)
                     self._clients.discard(message.release.task)
                 elif kind == "result":
                     await self._result(message.result)
+                elif kind == "announcement":
+                    await self._announce(message.announcement)
         except Exception:
             log.exception("executor stream read failed")
         finally:
             await self._out.put(None)
 
+    def _release(self, release: claim_service_pb2.Release) -> None:
+        if release.task in self._served:
+            self._service.engines.release(
+                self._principal, release.task, release.lease, release.reason
+            )
+        else:
+            self._service.leases.release(self._principal, release.task, release.lease)
+
     async def _report(
         self, report: claim_service_pb2.StreamReport
     ) -> claim_service_pb2.ConnectResponse:
         try:
-            job_id = await self._job_of(report.task)
-            answer = await asyncio.to_thread(
-                self._service.report,
-                self._principal,
-                job_id,
-                report.task,
-                report.lease,
-                list(report.events),
-            )
+            if report.task in self._served:  # a client's heartbeat: it carries no events
+                answer = await asyncio.to_thread(
+                    self._service.engines.renew, self._principal, report.task, report.lease
+                )
+            else:
+                answer = await asyncio.to_thread(
+                    self._service.reports.report,
+                    self._principal,
+                    await self._job_of(report.task),
+                    report.task,
+                    report.lease,
+                    list(report.events),
+                )
         except errors.DomainError as exc:
             if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
                 self._freed(report.task)
@@ -172,9 +192,12 @@ class ExecutorStream:
         )
 
     async def _job_of(self, task_id: str) -> str:
-        """The job of a task this executor reports on (a task never changes job)."""
+        """The job of a task this executor reports on (a task never changes job); a
+        client, as its own calls name it, stands for itself."""
+        if task_id in self._served:
+            return task_id
         if task_id not in self._jobs:
-            self._jobs[task_id] = await asyncio.to_thread(self._service.job_of, task_id)
+            self._jobs[task_id] = await asyncio.to_thread(self._service.leases.job_of, task_id)
         return self._jobs[task_id]
 
     async def _grant(
@@ -183,12 +206,22 @@ class ExecutorStream:
         try:
             job_id = await self._job_of(registration.task)
             request = claim_service_pb2.RegisterTaskArtifactRequest(
-                id=job_id, task=registration.task, lease=registration.lease, kind=registration.kind,
-                name=registration.name, sha256=registration.sha256, size=registration.size, meta=registration.meta,
-            )  # fmt: skip
-            grant = await asyncio.to_thread(
-                self._service.register_artifact, self._principal, request
+                id=job_id,
+                task=registration.task,
+                lease=registration.lease,
+                kind=registration.kind,
+                name=registration.name,
+                sha256=registration.sha256,
+                size=registration.size,
+                meta=registration.meta,
             )
+            service = self._service
+            grants = (
+                service.engines.grant
+                if request.task in self._served
+                else service.leases.register_artifact
+            )
+            grant = await asyncio.to_thread(grants, self._principal, request)
         except errors.DomainError as exc:
             return claim_service_pb2.ConnectResponse(
                 grant=claim_service_pb2.StreamGrant(
@@ -198,6 +231,18 @@ class ExecutorStream:
         return claim_service_pb2.ConnectResponse(
             grant=claim_service_pb2.StreamGrant(request_id=registration.request_id, grant=grant)
         )
+
+    async def _announce(self, announcement: claim_service_pb2.Announcement) -> None:
+        """Take the bases the executor now trains: kept for creates and estimates, and
+        a claim pass at once for what they make claimable."""
+        try:
+            offer = self._offer.with_bases(announcement.bases)
+        except errors.DomainError as exc:
+            log.warning("announcement refused: %s", exc.reason)
+            return
+        await asyncio.to_thread(self._service.announce, self._executor_id, offer)
+        self._offer = offer
+        self._woken.set()
 
     async def _result(self, result: claim_service_pb2.OperationResult) -> None:
         """Apply an engine's answer: its commit wakes whoever waits on it, and the operator
@@ -236,10 +281,16 @@ class ExecutorStream:
                 for op in await asyncio.to_thread(engines.due, self._executor_id, set(self._sent)):
                     self._sent.add((op.client, op.seq))
                     self._clients.add(op.client)
+                    self._served.add(op.client)
                     message = claim_service_pb2.ClientOperation(
-                        client=op.client, seq=op.seq, kind=op.kind, input=json.dumps(op.input),
-                        lease=op.lease, org=op.org, report=op.report,
-                    )  # fmt: skip
+                        client=op.client,
+                        seq=op.seq,
+                        kind=op.kind,
+                        input=json.dumps(op.input),
+                        lease=op.lease,
+                        org=op.org,
+                        report=op.report,
+                    )
                     await self._out.put(claim_service_pb2.ConnectResponse(operation=message))
                 if self._clients and time.monotonic() >= next_check:
                     next_check = time.monotonic() + CLIENT_CHECK_SECONDS
@@ -285,7 +336,7 @@ class ExecutorStream:
         if not self._held:
             return
         for task_id, reason in await asyncio.to_thread(
-            self._service.cancels_due, self._executor_id
+            self._service.leases.cancels_due, self._executor_id
         ):
             cancel = claim_service_pb2.Cancel(
                 task=task_id, grace=CANCEL_GRACE_SECONDS, reason=reason

@@ -30,6 +30,8 @@ NAMES = frozenset(
         "training.claim.platform",
         "training.client.created",
         "training.client.deleted",
+        "training.data_source.created",
+        "training.data_source.deleted",
         "training.wallet.credited",
         "training.wallet.capped",
         "training.rate.set",

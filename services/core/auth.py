@@ -9,11 +9,13 @@ org, by the `x-org-id` header; which methods each role may call is `roles.TABLE`
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import hashlib
 import re
 import secrets
+import time
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -27,13 +29,31 @@ ROLE_HELP = {
     "member": "an org's user: jobs, artifacts, models, estimates, wallet reads",
     "admin": "an org's administrator: what a member may do, in its own org only",
     "executor": "an org's machine: claims tasks, reports, registers outputs; no more",
-    "platform": "the deployment's own services and executor; never a person's key",
+    "platform": "the deployment's own services; never a person's key",
+    "platform-machine": "the platform's own executor: claims the tasks no machine was named "
+    "for, in any org; no more",
     "operator": "a person across orgs: an admin's work in any org, sweeps, rates, credits",
 }
 ROLES = tuple(ROLE_HELP)
 # The roles that may name another org in `x-org-id`; every such call is audited.
-CROSS_ORG = frozenset({"platform", "operator"})
+CROSS_ORG = frozenset({"platform", "platform-machine", "operator"})
 KEY_PREFIX = "ty_"
+# What a key looks like: the prefix and URL-safe base64 (a created key's 43 characters).
+KEY_SHAPE = re.compile(r"^ty_[A-Za-z0-9_-]{16,125}$")
+# Where a key comes from, said by every refusal of one.
+_WHERE = (
+    " An org's keys are made by the deployment's operator with"
+    " `trainyard admin create-key --org <org> --role <role>`."
+)
+# Why a request's credential was refused, and what to do; said as `metadata.problem` and the
+# detail. A key is said to be revoked only to a caller who presents its whole secret (its
+# hash matches), so a guess learns no more than that it is unknown.
+PROBLEMS = {
+    "missing": "No API key was sent; send one as `Authorization: Bearer <key>`." + _WHERE,
+    "malformed": "The credential is not an API key sent as `Authorization: Bearer ty_…`." + _WHERE,
+    "unknown": "The API key is not one this deployment made; check it was copied whole." + _WHERE,
+    "revoked": "The API key was revoked; use a new one." + _WHERE,
+}
 ORG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -61,8 +81,14 @@ class Principal:
 
     @property
     def is_platform(self) -> bool:
-        """The deployment's own credential: the services and the platform's executor."""
+        """The deployment's own services' credential."""
         return self.role == "platform"
+
+    @property
+    def runs_platform_tasks(self) -> bool:
+        """The platform's executor: it claims the tasks (and training clients) no machine
+        was named for, in whichever org. The services' credential may too."""
+        return self.role in ("platform", "platform-machine")
 
     @property
     def acts_outside(self) -> bool:
@@ -95,28 +121,81 @@ def create_key(session: Session, *, org: str, role: str, label: str = "") -> tup
     return key_id, key
 
 
-def authenticate(session: Session, key: str | None, acting_org: str | None = None) -> Principal:
-    """Resolve a presented key; anything but a live key is UNAUTHENTICATED."""
-    if not key or not key.startswith(KEY_PREFIX) or len(key) > 128:
-        raise errors.Unauthenticated()
-    row = session.scalar(
-        sa.select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoke_time.is_(None))
-    )
+def revoke_key(session: Session, key_id: str) -> bool:
+    """Revoke a key by its id; False when there is no such key. Revoking twice is once."""
+    row = session.get(ApiKey, key_id)
     if row is None:
-        raise errors.Unauthenticated()
+        return False
+    if row.revoke_time is None:
+        row.revoke_time = utcnow()
+    return True
+
+
+def refused(problem: str) -> errors.Unauthenticated:
+    """The refusal of a credential, saying which problem it has and where a key comes from."""
+    return errors.Unauthenticated(PROBLEMS[problem], metadata={"problem": problem})
+
+
+def authenticate(session: Session, key: str | None, acting_org: str | None = None) -> Principal:
+    """Resolve a presented key; anything but a live key is UNAUTHENTICATED, saying which
+    problem it has (`PROBLEMS`)."""
+    if not key:
+        raise refused("missing")
+    if not KEY_SHAPE.match(key):
+        raise refused("malformed")
+    row = session.scalar(sa.select(ApiKey).where(ApiKey.key_hash == hash_key(key)))
+    if row is None:
+        raise refused("unknown")
+    if row.revoke_time is not None:
+        raise refused("revoked")
     org = row.org
     if acting_org and acting_org != row.org:
         if row.role not in CROSS_ORG:
-            raise errors.PermissionDenied()
+            raise errors.PermissionDenied(
+                "This key's role may not act in another org; metadata.roles names those that may.",
+                metadata={"roles": ",".join(sorted(CROSS_ORG))},
+            )
         if not ORG_PATTERN.match(acting_org):
             raise errors.ValidationError("x-org-id", "is not an org name")
         org = acting_org
     return Principal(key_id=row.id, org=org, role=row.role, key_org=row.org)
 
 
+class BadKeys:
+    """Keys that just failed authentication, by hash, with the problem each had, so a flood
+    of them costs no database lookup each. Bounded (the oldest go first) and short-lived: a
+    key is random, so one created later was never refused here, and a refusal is forgotten
+    in seconds."""
+
+    def __init__(self, size: int = 10_000, seconds: float = 30.0) -> None:
+        self._size = size
+        self._seconds = seconds
+        self._until: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
+
+    def problem(self, key_hash: str) -> str | None:
+        """The problem the key had when it was last refused, if that was seconds ago."""
+        found = self._until.get(key_hash)
+        if found is None:
+            return None
+        if found[0] <= time.monotonic():
+            del self._until[key_hash]
+            return None
+        return found[1]
+
+    def add(self, key_hash: str, problem: str) -> None:
+        self._until[key_hash] = (time.monotonic() + self._seconds, problem)
+        self._until.move_to_end(key_hash)
+        while len(self._until) > self._size:
+            self._until.popitem(last=False)
+
+
 def bearer(metadata: dict[str, str]) -> str | None:
-    """The key of an `authorization: Bearer …` header, or of `x-api-key`."""
+    """The key of an `authorization: Bearer …` header, or of `x-api-key`; None when neither
+    is sent. An `authorization` header of another scheme (a key without `Bearer `) is
+    refused as malformed."""
     auth = metadata.get("authorization", "")
     if auth[:7].lower() == "bearer ":
         return auth[7:].strip()
+    if auth.strip():
+        raise refused("malformed")
     return metadata.get("x-api-key") or None

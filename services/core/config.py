@@ -31,6 +31,9 @@ class Config:
     gateway_port: int = 8080
     # The address other processes reach the gateway at (services call each other through it).
     gateway_url: str = "http://127.0.0.1:8080"
+    # The gateway's address as clients reach it, which download URLs name; empty:
+    # `gateway_url`.
+    public_gateway_url: str = ""
     bind_host: str = "127.0.0.1"
     # 0 binds an ephemeral port; the process writes the one it got under `home/run/`.
     service_ports: Mapping[str, int] = dataclasses.field(default_factory=dict)
@@ -39,6 +42,8 @@ class Config:
     lease_ttl_seconds: int = 600
     report_interval_seconds: int = 20
     queue_limit: int = 64
+    # The most log and metric events a job keeps (HIP-1333 §12); tests set it lower.
+    max_job_events: int = 100_000
     execution_limit_seconds: int = 21_600
     retention_days: int = 30
     # How long an upload grant's URLs work (two hours, HIP-1333 §9).
@@ -76,6 +81,18 @@ class Config:
     # (HIP-1333 §7's TRAIN_CLIENTS and TRAIN_ENGINE_CLIENTS).
     train_clients: int = 2
     train_engine_clients: int = 2
+    # An org's members and admins create their own training clients: each runs in an
+    # engine process of its own, the isolation HIP-1333 §7 waits for, within
+    # `train_clients`. `TRAINYARD_TRAIN_CLIENTS_BY_MEMBERS=0` keeps it the operator's.
+    train_clients_by_members: bool = True
+    # Per API key, at the gateway (per Envoy process): requests a second, sustained and in a
+    # burst; the largest request body. Past them: 429 `RATE_LIMITED`, 413 `PAYLOAD_TOO_LARGE`.
+    rate_per_key: int = 300
+    rate_burst_per_key: int = 600
+    max_body_bytes: int = 8 * 1024 * 1024
+    # Per API key, per service process: calls that wait open at once (watches, long polls,
+    # streams); past it, 429 `RATE_LIMITED`. The platform's own key is not capped.
+    streams_per_key: int = 64
     # Processes `trainyard up` runs of each service, behind Envoy. More than one needs
     # PostgreSQL: replicas share the database, and SQLite is one machine's single-writer
     # file.
@@ -88,6 +105,11 @@ class Config:
     def models_dir(self) -> Path:
         """Where local Hugging Face bases are found (one directory each)."""
         return self.models_path or self.home / "models"
+
+    @property
+    def public_url(self) -> str:
+        """Where clients reach the gateway: download URLs start with it."""
+        return self.public_gateway_url or self.gateway_url
 
     @property
     def run_dir(self) -> Path:
@@ -122,6 +144,15 @@ class Config:
             raise ConfigError("TRAINYARD_METRICS_PORT must be a port number (0 picks one).")
         if self.free_credit_cents < 0:
             raise ConfigError("TRAINYARD_FREE_CREDIT_CENTS must not be negative.")
+        if min(self.rate_per_key, self.streams_per_key, self.max_body_bytes) < 1:
+            raise ConfigError(
+                "TRAINYARD_RATE_PER_KEY, TRAINYARD_STREAMS_PER_KEY and TRAINYARD_MAX_BODY_BYTES "
+                "must be at least 1."
+            )
+        if self.rate_burst_per_key < self.rate_per_key:
+            raise ConfigError(
+                "TRAINYARD_RATE_BURST_PER_KEY must be at least TRAINYARD_RATE_PER_KEY."
+            )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise ConfigError(f"TRAINYARD_REPLICAS must be from 1 to {MAX_REPLICAS}.")
         if self.replicas > 1 and self.database_url.startswith("sqlite"):
@@ -151,15 +182,17 @@ class Config:
             gateway_host=gateway_host,
             gateway_port=gateway_port,
             gateway_url=env.get("TRAINYARD_GATEWAY_URL") or f"http://{gateway_host}:{gateway_port}",
+            public_gateway_url=env.get("TRAINYARD_PUBLIC_URL", ""),
             bind_host=env.get("TRAINYARD_BIND_HOST") or "127.0.0.1",
             service_ports={
                 name: num(f"{name.upper()}_PORT", 0)
-                for name in ("jobs", "claims", "artifacts", "meter")
+                for name in ("jobs", "claims", "artifacts", "meter", "tinker")
             },
             metrics_port=int(metrics_port) if metrics_port else None,
             lease_ttl_seconds=num("LEASE_TTL_SECONDS", 600),
             report_interval_seconds=num("REPORT_INTERVAL_SECONDS", 20),
             queue_limit=num("QUEUE_LIMIT", 64),
+            max_job_events=num("MAX_JOB_EVENTS", 100_000),
             execution_limit_seconds=num("EXECUTION_LIMIT_SECONDS", 21_600),
             # HIP-1333 calls it TRAIN_RETENTION_DAYS; both names are read.
             retention_days=num("RETENTION_DAYS", int(env.get("TRAIN_RETENTION_DAYS") or 30)),
@@ -181,8 +214,14 @@ class Config:
             free_credit_cents=num("FREE_CREDIT_CENTS", 1000),
             window_seconds=num("WINDOW_SECONDS", 300),
             train_clients=num("TRAIN_CLIENTS", 2),
+            train_clients_by_members=env.get("TRAINYARD_TRAIN_CLIENTS_BY_MEMBERS", "1").strip()
+            not in ("0", "false", "no"),
             train_engine_clients=num("TRAIN_ENGINE_CLIENTS", 2),
             authorization_margin_percent=num("AUTHORIZATION_MARGIN_PERCENT", 25),
+            rate_per_key=num("RATE_PER_KEY", 300),
+            rate_burst_per_key=num("RATE_BURST_PER_KEY", 600),
+            max_body_bytes=num("MAX_BODY_BYTES", 8 * 1024 * 1024),
+            streams_per_key=num("STREAMS_PER_KEY", 64),
             replicas=num("REPLICAS", 1),
             replica_name=env.get("TRAINYARD_REPLICA_NAME", ""),
         )

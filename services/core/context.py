@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextvars
+import re
+import uuid
 
 from services.core import errors
 from services.core.auth import Principal
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+# A caller's `x-request-id` is kept (logs and audit rows carry it) only in the shape Envoy's
+# and common tracers' ids have; anything else is replaced with a fresh id.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 principal_var: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "principal", default=None
 )
@@ -19,3 +24,10 @@ def principal() -> Principal:
     if current is None:
         raise errors.Unauthenticated()
     return current
+
+
+def request_id_of(sent: str | None) -> str:
+    """The request id to act under: the caller's when it is a plain token, else a new one."""
+    if sent and _REQUEST_ID.fullmatch(sent):
+        return sent
+    return uuid.uuid4().hex

@@ -17,7 +17,7 @@ MAX_DATASET_BYTES = 512 * 1024 * 1024
 
 def refusal(exc: DatasetError) -> errors.DomainError:
     """A dataset refusal as the contract answers it."""
-    if exc.reason == "DATASET_SELECTION_INVALID":
+    if exc.reason == "TRAINING_DATASET_SELECTION_INVALID":
         return errors.ValidationError(exc.field, str(exc), reason=exc.reason)
     return errors.FailedPrecondition(
         str(exc), reason=exc.reason, metadata={"field": exc.field, **exc.metadata}
@@ -39,8 +39,19 @@ def check_upload(data: bytes) -> None:
             raise refusal(as_decisions if _first_is_decision(data) else as_chats) from None
         return
     if not rows:
-        empty = DatasetError("The dataset holds no rows.", reason="DATASET_EMPTY", field="dataset")
-        raise refusal(empty)
+        raise empty()
+
+
+def empty(field: str = "dataset") -> errors.DomainError:
+    """The refusal of a dataset that holds no rows: an empty upload (its `size`) or one of
+    blank lines alone."""
+    return refusal(
+        DatasetError(
+            "The dataset holds no rows: each of its lines is to be one chat.",
+            reason="TRAINING_DATASET_EMPTY",
+            field=field,
+        )
+    )
 
 
 def _first_is_decision(data: bytes) -> bool:

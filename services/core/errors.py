@@ -33,7 +33,7 @@ class DomainError(Exception):
     """A failure the caller may act on, with a stable reason."""
 
     code: grpc.StatusCode = grpc.StatusCode.INVALID_ARGUMENT
-    reason: str = "VALIDATION_ERROR"
+    reason: str = "INVALID_REQUEST"
     message: str = "The request is not valid."
 
     def __init__(

@@ -25,9 +25,10 @@ from prometheus_client.registry import Collector
 
 from services.core import errors
 from services.core.money.tables import HoldRow
-from services.core.states import JobStatus
+from services.core.object_tables import ObjectRow
+from services.core.states import HoldStatus, JobStatus, ObjectStatus
 from services.core.store import Store
-from services.core.tables import JobRow, ObjectRow
+from services.core.tables import JobRow
 from trainyard.exposition import Exporter
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ class DeviceSeconds(_StoreCollector):
     def _read(self, session: sa.orm.Session) -> Iterator[Metric]:
         held = session.scalar(
             sa.select(sa.func.coalesce(sa.func.sum(HoldRow.held_seconds), 0)).where(
-                HoldRow.status == "live"
+                HoldRow.status == HoldStatus.LIVE
             )
         )
         yield GaugeMetricFamily(
@@ -197,7 +198,7 @@ class StoredBytes(_StoreCollector):
     what = "objects"
 
     def _read(self, session: sa.orm.Session) -> Iterator[Metric]:
-        totals = {"stored": 0, "pending": 0}
+        totals = {str(s): 0 for s in (ObjectStatus.STORED, ObjectStatus.PENDING)}
         rows = session.execute(
             sa.select(ObjectRow.status, sa.func.sum(ObjectRow.size)).group_by(ObjectRow.status)
         )

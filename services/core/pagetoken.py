@@ -50,7 +50,7 @@ class PageTokens:
 
     def decode(self, token: str, scope: Mapping[str, Any]) -> dict[str, Any] | None:
         """The position of `token`, or None for the first page. Anything forged, altered or
-        bound to another scope is VALIDATION_ERROR."""
+        bound to another scope is INVALID_REQUEST."""
         if not token:
             return None
         try:

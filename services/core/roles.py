@@ -14,12 +14,16 @@ from types import MappingProxyType
 
 # An org's people: its members and admins in their own org, the operator in any org.
 ORG_USERS = frozenset({"member", "admin", "operator"})
-# The machines that train: an org's executors and the platform's.
-MACHINES = frozenset({"executor", "platform"})
+# The machines that train: an org's executors and the platform's (whose key is nothing
+# more, so a trainer that escapes into its executor reaches no service's internal calls).
+MACHINES = frozenset({"executor", "platform-machine", "platform"})
 # The services calling each other through the gateway, acting in the work's org.
 INTERNAL = frozenset({"platform"})
 # Operations on the whole deployment rather than on one org's work.
 DEPLOYMENT = frozenset({"operator"})
+# A method whose request carries its own credential (a download URL's sealed token): no
+# key is asked, and the method answers only what that credential names.
+TOKEN_HOLDERS = frozenset({"token holder"})
 
 _TABLE: dict[str, dict[str, frozenset[str]]] = {
     "trainyard.job.v1.JobService": {
@@ -33,10 +37,14 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "WatchJob": ORG_USERS,
         "ListJobMetrics": ORG_USERS,
         "ListJobAttempts": ORG_USERS,
+        "GetAttemptLog": ORG_USERS,
         "ListJobDatasetItems": ORG_USERS,
         "GetJobDatasetItem": ORG_USERS,
         "ListModels": ORG_USERS,
         "EstimateJob": ORG_USERS,
+        "CreateDataSource": ORG_USERS,
+        "ListDataSources": ORG_USERS,
+        "DeleteDataSource": ORG_USERS,
         # Every org's publications at once: the platform's own read (HIP-1333 §9).
         "ListPublished": INTERNAL,
     },
@@ -70,6 +78,7 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "DeleteArtifact": ORG_USERS,
         "ConfirmArtifact": ORG_USERS,
         "ListJobArtifacts": ORG_USERS,
+        "DownloadArtifact": TOKEN_HOLDERS,
         "DeleteJobArtifact": ORG_USERS,
         "GetJobProvenance": ORG_USERS,
         "GrantJobArtifact": INTERNAL,
@@ -87,9 +96,6 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         # An org's admins cap what its work may spend; the operator may too.
         "SetSpendCap": frozenset({"admin", "operator"}),
         "EstimatePrice": INTERNAL,
-        "HoldWindow": INTERNAL,
-        "ChargeTask": INTERNAL,
-        "ReleaseHold": INTERNAL,
         "SweepStorage": DEPLOYMENT,
     },
 }

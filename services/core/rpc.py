@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import inspect
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import grpc
@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
 from prometheus_client import CollectorRegistry
 
-from services.core import audit, auth, context, errors
+from services.core import audit, auth, context, errors, roles
 from services.core.metrics import RpcMetrics, outcome, split_method
 from services.core.store import Store
 
@@ -46,20 +46,29 @@ class Authenticator:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._cache: dict[tuple[str, str], tuple[float, auth.Principal]] = {}
+        # A key just refused is refused again without a lookup on the shared pool.
+        self._bad = auth.BadKeys()
 
     async def principal(self, metadata: Mapping[str, str]) -> auth.Principal:
         key = auth.bearer(dict(metadata))
         acting = metadata.get("x-org-id") or None
-        cache_key = (auth.hash_key(key or ""), acting or "")
+        key_hash = auth.hash_key(key or "")
+        cache_key = (key_hash, acting or "")
         hit = self._cache.get(cache_key)
         if hit and hit[0] > time.monotonic():
             return hit[1]
+        if problem := self._bad.problem(key_hash):
+            raise auth.refused(problem)
 
         def lookup() -> auth.Principal:
             with self._store.unit(write=False) as session:
                 return auth.authenticate(session, key, acting)
 
-        found = await asyncio.to_thread(lookup)
+        try:
+            found = await asyncio.to_thread(lookup)
+        except errors.Unauthenticated as refusal:
+            self._bad.add(key_hash, refusal.metadata["problem"])
+            raise
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[cache_key] = (time.monotonic() + _CACHE_SECONDS, found)
@@ -89,6 +98,40 @@ class Authenticator:
             raise errors.Unavailable() from None
 
 
+class Waiting:
+    """The calls each key holds open waiting in this process (server streams, long
+    polls), at most `limit` at once; the platform's own key is not counted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: collections.Counter[str] = collections.Counter()
+
+    @contextlib.contextmanager
+    def hold(self, waits: bool) -> Iterator[None]:
+        who = context.principal_var.get()
+        if not waits or who is None or who.is_platform:
+            yield
+            return
+        if self._open[who.key_id] >= self.limit:
+            raise errors.ResourceExhausted(
+                "This key holds its most waiting calls open; retry later.",
+                reason="RATE_LIMITED",
+            )
+        self._open[who.key_id] += 1
+        try:
+            yield
+        finally:
+            self._open[who.key_id] -= 1
+            if not self._open[who.key_id]:
+                del self._open[who.key_id]
+
+
+def _waits(request: Any) -> bool:
+    """Whether a unary call may wait: its request has a `wait` (a long poll)."""
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    return descriptor is not None and "wait" in descriptor.fields_by_name
+
+
 class GatewayInterceptor(grpc.aio.ServerInterceptor):
     """Wraps every handler of a service.
 
@@ -101,10 +144,13 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
         authenticator: Authenticator,
         roles: Mapping[str, frozenset[str]],
         metrics: RpcMetrics | None = None,
+        *,
+        streams_per_key: int = 64,
     ) -> None:
         self._auth = authenticator
         self._roles = roles
         self._metrics = metrics or RpcMetrics(CollectorRegistry())
+        self._waiting = Waiting(streams_per_key)
 
     async def intercept_service(
         self,
@@ -116,7 +162,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or method.startswith(_OPEN_PREFIXES):
             return handler
         allowed = self._roles.get(method.rsplit("/", 1)[-1], frozenset())
-        return _wrap(handler, method, self._auth, allowed, self._metrics)
+        return _wrap(handler, method, self._auth, allowed, self._metrics, self._waiting)
 
 
 # A request whose bytes do not parse as its message (the gateway transcoded JSON it could
@@ -151,15 +197,21 @@ def _wrap(
     authenticator: Authenticator,
     allowed: frozenset[str],
     metrics: RpcMetrics,
+    waiting: Waiting,
 ) -> grpc.RpcMethodHandler:
     service, short = split_method(method)
 
     async def enter(ctx: grpc.aio.ServicerContext) -> None:
         metadata = {k: v for k, v in ctx.invocation_metadata() or () if isinstance(v, str)}
-        context.request_id.set(metadata.get("x-request-id") or uuid.uuid4().hex)
+        context.request_id.set(context.request_id_of(metadata.get("x-request-id")))
+        if allowed == roles.TOKEN_HOLDERS:
+            return  # the request's token is checked by the method itself
         principal = await authenticator.principal(metadata)
         if principal.role not in allowed:
-            raise errors.PermissionDenied()
+            raise errors.PermissionDenied(
+                "This key's role may not call this method; metadata.roles names those that may.",
+                metadata={"roles": ",".join(sorted(allowed))},
+            )
         if principal.acts_outside:
             await authenticator.record_outside(principal, method)
         context.principal_var.set(principal)
@@ -212,9 +264,10 @@ def _wrap(
             try:
                 await enter(ctx)
                 _check_readable(request)
-                result = inner(request, ctx)
-                if inspect.isawaitable(result):
-                    result = await result
+                with waiting.hold(_waits(request)):
+                    result = inner(request, ctx)
+                    if inspect.isawaitable(result):
+                        result = await result
             except grpc.aio.AbortError:
                 aborted(ctx)
                 raise
@@ -248,11 +301,13 @@ def _wrap(
         try:
             await enter(ctx)
             _check_readable(request)
-            produced = inner_stream(request, ctx)
-            if inspect.isawaitable(produced):
-                produced = await produced
-            async for item in produced:
-                yield item
+            # A server stream waits; the executors' two-way stream is their wire, not a wait.
+            with waiting.hold(handler.unary_stream is not None):
+                produced = inner_stream(request, ctx)
+                if inspect.isawaitable(produced):
+                    produced = await produced
+                async for item in produced:
+                    yield item
         except grpc.aio.AbortError:
             aborted(ctx)
             raise

@@ -25,6 +25,7 @@ from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Store, open_store
 from trainyard.exposition import metrics_port_file
 from trainyard.ports import publish_port
+from trainyard.private import private
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,11 @@ def build(
     store = store or open_store(config.database_url)
     metrics = metrics or Metrics()
     server = grpc.aio.server(
-        interceptors=[GatewayInterceptor(Authenticator(store), roles, metrics.rpc)],
+        interceptors=[
+            GatewayInterceptor(
+                Authenticator(store), roles, metrics.rpc, streams_per_key=config.streams_per_key
+            )
+        ],
         options=[
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", 16 * 1024 * 1024),
@@ -194,6 +199,7 @@ def _collect_rarely() -> None:
 
 def main(name: str, build_service: Callable[[Config], Service]) -> None:
     """Entry point of `python -m services.<name>`."""
+    private()  # its database, journals and run files hold every org's data
     config = Config.from_env()
     logs.configure(config.replica_name or name, fmt=config.log_format, level=config.log_level)
     asyncio.run(_serve(config, build_service))

@@ -1,5 +1,6 @@
-"""The states of a job, its attempts, its tasks and its dataset's preparation, and the one
-table of moves each allows. Pure: `lifecycle` applies them to rows.
+"""The states of a job, its attempts, its tasks and its dataset's preparation, of a training
+client and its operations, of a stored object and of a money hold, and the one table of
+moves each allows. Pure: `lifecycle` applies them to rows.
 
 A move to the state a thing is already in is a no-op; any move its table does not allow is
 `INVALID_TRANSITION`. Terminal states allow nothing, except that an explicit retry starts
@@ -66,6 +67,39 @@ class PreparationStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class ClientStatus(StrEnum):
+    """A training client: an engine executor loading it, holding it, or no longer."""
+
+    PLACING = "placing"
+    READY = "ready"
+    FAILED = "failed"  # its engine could not load or keep it
+    LOST = "lost"  # its executor went away
+    DELETED = "deleted"
+
+
+class OperationStatus(StrEnum):
+    """One call on a training client, stored by `(client, seq)`."""
+
+    QUEUED = "queued"
+    SENT = "sent"  # pushed on its executor's stream, not yet answered
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ObjectStatus(StrEnum):
+    """An org's object: granted, then kept once its upload reads back as granted."""
+
+    PENDING = "pending"
+    STORED = "stored"
+
+
+class HoldStatus(StrEnum):
+    """A window of device- or engine-seconds held against a payer's wallet."""
+
+    LIVE = "live"
+    RELEASED = "released"
+
+
 J, A, T, P = JobStatus, AttemptStatus, TaskStatus, PreparationStatus
 
 TERMINAL = frozenset({J.SUCCEEDED, J.REJECTED, J.FAILED, J.CANCELLED, J.STOPPED})
@@ -76,6 +110,11 @@ STOPPING = frozenset({J.CANCELLING, J.CANCELLED, J.STOPPED, J.FAILED})
 ATTEMPT_TERMINAL = frozenset({A.SUCCEEDED, A.FAILED, A.CANCELLED, A.EXPIRED})
 TASK_ENDED = frozenset({T.DONE, T.FAILED, T.EXPIRED, T.CANCELLED})
 PREPARATION_ENDED = frozenset({P.VERIFIED, P.FAILED, P.CANCELLED})
+C, Op = ClientStatus, OperationStatus
+# A client an engine holds, or is loading.
+CLIENT_LIVE = (C.PLACING, C.READY)
+# An operation its engine has not answered.
+OPERATION_PENDING = (Op.QUEUED, Op.SENT)
 
 JOB_MOVES: Mapping[str, frozenset[str]] = {
     J.QUEUED: frozenset({J.PREPARING, J.FAILED, J.CANCELLED, J.STOPPED}),
@@ -109,6 +148,27 @@ PREPARATION_MOVES: Mapping[str, frozenset[str]] = {
     **{state: frozenset() for state in PREPARATION_ENDED},
 }
 
+CLIENT_MOVES: Mapping[str, frozenset[str]] = {
+    C.PLACING: frozenset({C.READY, C.DELETED, C.FAILED, C.LOST}),
+    C.READY: frozenset({C.DELETED, C.FAILED, C.LOST}),
+    **{state: frozenset() for state in (C.FAILED, C.LOST, C.DELETED)},
+}
+OPERATION_MOVES: Mapping[str, frozenset[str]] = {
+    # An engine's answer is applied to any call not yet answered, marked sent or not.
+    Op.QUEUED: frozenset({Op.SENT, Op.DONE, Op.FAILED}),
+    Op.SENT: frozenset({Op.DONE, Op.FAILED}),
+    **{state: frozenset() for state in (Op.DONE, Op.FAILED)},
+}
+# Deleting an object removes its row: no state follows `stored`.
+OBJECT_MOVES: Mapping[str, frozenset[str]] = {
+    ObjectStatus.PENDING: frozenset({ObjectStatus.STORED}),
+    ObjectStatus.STORED: frozenset(),
+}
+HOLD_MOVES: Mapping[str, frozenset[str]] = {
+    HoldStatus.LIVE: frozenset({HoldStatus.RELEASED}),
+    HoldStatus.RELEASED: frozenset(),
+}
+
 
 def check_move(moves: Mapping[str, frozenset[str]], current: str, target: str) -> bool:
     """True when the move changes the state, False for a same-state replay; raises
@@ -132,7 +192,7 @@ class CancelPlan(StrEnum):
 
 def cancel_plan(status: str, *, held: bool = False) -> CancelPlan:
     """What a cancel does from `status`; `held` says whether an executor holds one of the
-    job's tasks (a trainer saves what it trained). Raises JOB_FINALIZING or
+    job's tasks (a trainer saves what it trained). Raises TRAINING_JOB_FINALIZING or
     INVALID_TRANSITION where a cancel is refused."""
     if status == J.QUEUED or (status == J.PREPARING and not held):
         return CancelPlan.NOW
@@ -142,7 +202,8 @@ def cancel_plan(status: str, *, held: bool = False) -> CancelPlan:
         return CancelPlan.NOOP
     if status == J.FINALIZING:
         raise errors.FailedPrecondition(
-            "The job is finalizing; there is nothing left to stop.", reason="JOB_FINALIZING"
+            "The job is finalizing; there is nothing left to stop.",
+            reason="TRAINING_JOB_FINALIZING",
         )
     raise errors.InvalidTransition("The job has ended and cannot be cancelled.")
 
@@ -151,15 +212,30 @@ def cancel_plan(status: str, *, held: bool = False) -> CancelPlan:
 # contract's: `input`, `executor`, `trainer`, `platform`, `limit`.
 FAILURES: Mapping[str, tuple[str, str]] = {
     "executor_lost": ("executor", "The executor running the job stopped reporting."),
-    "trainer_failed": ("trainer", "The trainer exited without a result; see the job's log events."),
+    "trainer_failed": (
+        "trainer",
+        "The trainer exited without a result; its output is the attempt's log "
+        "(GET /v1/train/jobs/{id}/attempts/{attempt}/logs, or trainyard jobs logs).",
+    ),
     "trainer_no_result": (
         "trainer",
-        "The trainer ended without a result; see the job's log events.",
+        "The trainer ended without a result; its output is the attempt's log "
+        "(GET /v1/train/jobs/{id}/attempts/{attempt}/logs, or trainyard jobs logs).",
     ),
     "executor_failed": ("executor", "The executor failed while running the task; retry the job."),
+    "executor_disk_full": (
+        "executor",
+        "The executor's disk cannot hold the task (its base's size and a margin); free space "
+        "in its work directory or raise TRAINYARD_EXECUTOR_WORK_BUDGET_GIB, then retry the job.",
+    ),
     "input_unavailable": (
         "platform",
         "The executor could not read the job's dataset snapshot or saved state; retry the job.",
+    ),
+    "input_unsafe": (
+        "input",
+        "The adapter or saved state the job starts from is not an archive Trainyard wrote; "
+        "nothing of it was unpacked. Start from an output Trainyard made.",
     ),
     "artifact_upload_failed": (
         "platform",
@@ -187,7 +263,15 @@ STOPS: Mapping[str, tuple[str, str]] = {
         "The wallet could not hold the job's next window; add credit, then retry the job.",
     ),
     "spend_cap": ("limit", "The job's next window would pass a monthly spend cap."),
+    # HIP-1333 names these two; they never arise here (README, "Differences from the seeds"):
+    # every org's wallet pays its jobs, and the balance is read in the job's own store.
     "no_payer": ("limit", "No wallet pays for the job."),
     "balance_unavailable": ("limit", "The wallet's balance could not be read; retry the job."),
 }
 INPUT_FAILED = ("input", "The dataset could not be snapshotted.")
+# What a user reads when a training client ends, by why it ended.
+CLIENT_GONE: Mapping[str, str] = {
+    "executor_lost": "The executor holding the client went away; create another client.",
+    "engine_failed": "The engine could not hold the client; create another client.",
+    "deleted": "The client was deleted.",
+}

@@ -77,7 +77,7 @@ def free_text_problem(value: str) -> str | None:
 
 
 def check_identifier(field: str, value: str, pattern: re.Pattern[str], what: str) -> None:
-    if not pattern.match(value) or token_shaped(value) or value in (".", ".."):
+    if not pattern.fullmatch(value) or token_shaped(value) or value in (".", ".."):
         raise errors.ValidationError(field, f"must be {what}")
 
 
@@ -120,7 +120,7 @@ def _unknown(key: object, path: str, message: descriptor.Descriptor) -> errors.V
     """An unknown key, named by its path when it is a name, with the fields its object
     takes."""
     supported = {"supported": ",".join(f.name for f in message.fields if not _output_only(f))}
-    if isinstance(key, str) and FIELD_NAME.match(key) and not token_shaped(key):
+    if isinstance(key, str) and FIELD_NAME.fullmatch(key) and not token_shaped(key):
         name = f"{path}.{key}" if path else key
         return errors.ValidationError(name, "is not a known field", metadata=supported)
     return errors.ValidationError(path or "body", "has an unknown field", metadata=supported)
@@ -205,3 +205,64 @@ def _set_fields(message: Message, path: str) -> list[tuple[str, Message]]:
         elif field.message_type is not None and not field.is_repeated:
             found.extend(_set_fields(value, name))
     return found
+
+
+def read_body(request: M) -> M:
+    """A request with its REST body read into it strictly: the gateway binds a REST body
+    to the request's `body` (a `google.protobuf.Struct`, as Envoy would drop an unknown
+    field of a typed body silently), and this reads it as the request's own fields. An
+    unknown key is refused naming it (by path, when it is shaped like a field name), a key
+    the path or query already set is refused likewise, and a required field neither sets is
+    refused naming it. A gRPC client's typed request, with no body, passes as it is."""
+    if not request.HasField("body"):
+        return request
+    body = json_format.MessageToDict(request.body)  # type: ignore[attr-defined]
+    given = {f.name: value for f, value in request.ListFields() if f.name != "body"}
+    shape: descriptor.Descriptor = request.DESCRIPTOR  # type: ignore[assignment]
+    for key in body:
+        if key == "body" or key in given:
+            raise _unknown(key, "", shape)
+    _known(body, shape, "")
+    parsed = type(request)()
+    try:
+        json_format.ParseDict(body, parsed, ignore_unknown_fields=False)
+    except json_format.ParseError:
+        raise errors.ValidationError("body", "does not fit the request's schema") from None
+    for name in given:
+        field = shape.fields_by_name[name]
+        if field.is_repeated:
+            getattr(parsed, name).extend(getattr(request, name))
+        elif field.message_type is not None:
+            getattr(parsed, name).CopyFrom(getattr(request, name))
+        else:
+            setattr(parsed, name, getattr(request, name))
+    for field in shape.fields:
+        behaviors = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
+        if field_behavior_pb2.REQUIRED in behaviors and field.name not in {*body, *given}:
+            raise errors.ValidationError(field.name, "is required")
+    return parsed
+
+
+def _known(value: Any, message: descriptor.Descriptor, path: str) -> None:
+    """Every key of a JSON object, at any depth, is a field of its message."""
+    if not isinstance(value, Mapping):
+        return  # a wrong JSON type is refused by the parse
+    fields = message.fields_by_name
+    for key, item in value.items():
+        field = fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            raise _unknown(key, path, message)
+        inner = field.message_type
+        if inner is None or inner.full_name.startswith("google.protobuf."):
+            continue
+        name = f"{path}.{key}" if path else key
+        if inner.GetOptions().map_entry:
+            value_type = inner.fields_by_name["value"].message_type
+            if value_type is not None and isinstance(item, Mapping):
+                for element in item.values():
+                    _known(element, value_type, name)
+        elif isinstance(item, list):
+            for element in item:
+                _known(element, inner, name)
+        else:
+            _known(item, inner, name)

@@ -13,14 +13,10 @@ from sqlalchemy.orm import Session
 
 from services.core.money.rates import cost
 from services.core.money.tables import HoldRow
+from services.core.object_tables import ObjectRow, readable
+from services.core.states import HoldStatus
 from services.core.store import utcnow
-from services.core.tables import (
-    AttemptRow,
-    JobRow,
-    ObjectRow,
-    attempts_read,
-    readable,
-)
+from services.core.tables import AttemptRow, JobRow, attempts_read
 from trainyard.job.v1 import job_pb2
 
 
@@ -87,6 +83,10 @@ def _job(
             json_format.ParseDict(block, getattr(job, name), ignore_unknown_fields=True)
     if row.evaluation is not None:
         json_format.ParseDict(row.evaluation, job.evaluation, ignore_unknown_fields=True)
+    # A block with nothing in it did not apply, or never ran: it reads null, not zeros (002).
+    for name in ("evaluation", "outcome", "preparation"):
+        if job.HasField(name) and not getattr(job, name).ListFields():
+            job.ClearField(name)
     if row.result is not None and _result_readable(session, row):
         json_format.ParseDict(row.result, job.result, ignore_unknown_fields=True)
         if job.result.sha256 and not job.result.size:
@@ -113,13 +113,15 @@ def _money(holds: list[HoldRow], job: job_pb2.Job) -> None:
         job.timing.metered_device_seconds += hold.used_seconds
         if hold.charged:
             job.timing.charged_device_seconds += hold.used_seconds
-            job.cost_credits += hold.charged_micro_cents
-        if hold.status == "live":
+            job.cost_micro_cents += hold.charged_micro_cents
+        if hold.status == HoldStatus.LIVE:
             job.holding.device_seconds += hold.held_seconds - hold.used_seconds
             if hold.charged:
                 job.holding.micro_cents += (
                     cost(hold.held_seconds, hold.rate) - hold.charged_micro_cents
                 )
+    # The same charge in US cents, the unit of the job's budget.
+    job.cost_credits = job.cost_micro_cents / 1_000_000
 
 
 def _result_readable(session: Session, row: JobRow) -> bool:

@@ -5,16 +5,21 @@ once it commits, `Store.unit` publishes them. Every waiter on a topic wakes: in 
 process by an event, in the other processes through a transport. On PostgreSQL that is
 `LISTEN/NOTIFY`, so replicas on other hosts hear it; on SQLite, whose processes share
 one machine, each process listens on a loopback UDP port named by a file in the run
-directory. The database stays the truth: a waiter re-reads after a wake-up, and a slow
+directory, and hears only datagrams signed with the secret kept there (any local process
+may send to a loopback port; only the stack's user reads the secret). The database stays
+the truth: a waiter re-reads after a wake-up, and a slow
 poll covers one that was lost (a listener reconnecting)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
 import queue
+import secrets
 import socket
 import threading
 import time
@@ -144,14 +149,17 @@ async def woken(event: asyncio.Event, timeout: float) -> bool:
 
 class Datagrams:
     """Processes on one machine: each receives on a loopback UDP port written as a file
-    (`<port>`, holding its pid) in a shared directory; a sender sends to every other."""
+    (`<port>`, holding its pid) in a shared directory; a sender sends to every other. Each
+    datagram carries an HMAC under the directory's `secret`: one without it is dropped."""
 
     RESCAN_SECONDS = 1.0
 
     def __init__(self, directory: Path, deliver: Deliver) -> None:
         self._directory = directory
         self._deliver = deliver
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        self._secret = _secret(directory / SECRET_FILE)
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._socket.bind(("127.0.0.1", 0))
         self._port = int(self._socket.getsockname()[1])
@@ -167,7 +175,8 @@ class Datagrams:
     def send(self, topics: Iterable[str]) -> None:
         ports = self._ports()
         for payload in _payloads(topics, DATAGRAM_BYTES):
-            data = payload.encode()
+            body = payload.encode()
+            data = self._tag(body) + body
             for port in ports:
                 with contextlib.suppress(OSError):
                     self._sender.sendto(data, ("127.0.0.1", port))
@@ -194,8 +203,12 @@ class Datagrams:
                 payload = self._socket.recv(65536)
             except OSError:
                 return
-            if payload:
-                self._deliver(payload.decode(errors="replace").split(_SEPARATOR))
+            tag, body = payload[:TAG_BYTES], payload[TAG_BYTES:]
+            if body and hmac.compare_digest(tag, self._tag(body)):
+                self._deliver(body.decode(errors="replace").split(_SEPARATOR))
+
+    def _tag(self, body: bytes) -> bytes:
+        return hmac.digest(self._secret, body, hashlib.sha256)
 
     def close(self) -> None:
         self._closed = True
@@ -206,6 +219,24 @@ class Datagrams:
         self._thread.join(2)
         self._socket.close()
         self._sender.close()
+
+
+SECRET_FILE = "secret"
+TAG_BYTES = 32
+
+
+def _secret(path: Path) -> bytes:
+    """The key the processes sharing `path`'s directory sign their datagrams with: made by
+    the first (0600, linked into place whole, so every process reads the same one)."""
+    if not path.exists():
+        made = path.with_name(f".{SECRET_FILE}-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+        with contextlib.suppress(FileExistsError):
+            os.link(made, path)
+        made.unlink()
+    return path.read_bytes()
 
 
 def _alive(path: Path) -> bool:

@@ -33,9 +33,14 @@ class JobControl:
                     refusal = exc
                 name = "training.job.cancel.rejected" if refusal else "training.job.cancel.accepted"
                 audit.record(
-                    session, name, org=row.org, subject=row.id, code=refusal.reason if refusal else "",
-                    actor=principal.key_id, request_id=request_id,
-                )  # fmt: skip
+                    session,
+                    name,
+                    org=row.org,
+                    subject=row.id,
+                    code=refusal.reason if refusal else "",
+                    actor=principal.key_id,
+                    request_id=request_id,
+                )
                 return view.job_proto(session, row), refusal
 
         job, refusal = retrying(work)
@@ -77,7 +82,7 @@ class JobControl:
                 if row.planned().projected_seconds > self._config.execution_limit_seconds:
                     raise errors.FailedPrecondition(
                         "The projected run exceeds the execution limit.",
-                        reason="DURATION_EXCEEDS_LIMIT",
+                        reason="TRAINING_DURATION_EXCEEDS_LIMIT",
                     )
                 check_queue(session, principal.org, self._config)
                 attempt = store.add_attempt(

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from services.core import adapters as stored_adapters
 from services.core import audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
@@ -20,7 +21,7 @@ from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
 from services.core.validation import check_typed_job, parse_json_job
-from services.jobs import adapters, frozen, sources, spec, store, view
+from services.jobs import adapters, expected, frozen, remote, sources, spec, store, view
 from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog
@@ -37,6 +38,10 @@ class Admission:
     workload_seconds: float
     projected_seconds: float
     limit_seconds: float
+    # Why the selection cannot train (an estimate's answer; a create refuses instead).
+    untrainable: tuple[str, ...] = ()
+    # The device-seconds loading the base and its first step take, by its profile.
+    first_step_seconds: int = 0
 
     @property
     def admitted(self) -> bool:
@@ -55,6 +60,37 @@ class Admission:
         return rates.compute_meter(self.base.name, windows.device_class(allowed))
 
 
+def first_step_seconds(base: Base, job: job_pb2.Job) -> int:
+    """The device-seconds a job needs to reach its first step: loading the base and one
+    step, by the base profile's own duration model."""
+    model = base.to_proto().profile.duration
+    return math.ceil(planning.workload_seconds(model, 1, job.hyperparameters.max_seq_length))
+
+
+def check_max_seconds(job: job_pb2.Job, first_step: int) -> None:
+    """A `max_seconds` that ends the job before its first step is refused, not admitted."""
+    if job.resources.HasField("max_seconds") and job.resources.max_seconds < first_step:
+        raise errors.ValidationError(
+            "resources.max_seconds",
+            "is below the device-seconds loading the base and its first step take",
+            metadata={"min": str(first_step)},
+        )
+
+
+def check_budget(admission: Admission, rate: int) -> None:
+    """A budget that cannot pay for the first step at the job's rate is refused."""
+    resources = admission.job.resources
+    if not admission.platform or not resources.HasField("budget"):
+        return
+    needed = rates.cost(admission.first_step_seconds, rate)
+    if resources.budget * rates.MICRO_CENTS_PER_CENT < needed:
+        raise errors.ValidationError(
+            "resources.budget",
+            "is below the price of loading the base and its first step (US cents)",
+            metadata={"min": str(math.ceil(needed / rates.MICRO_CENTS_PER_CENT))},
+        )
+
+
 def parse(body: Mapping[str, Any] | None, typed: job_pb2.Job) -> job_pb2.Job:
     """The request's job: a REST body parsed strictly, or the gRPC message checked."""
     if body is not None:
@@ -64,11 +100,11 @@ def parse(body: Mapping[str, Any] | None, typed: job_pb2.Job) -> job_pb2.Job:
 
 
 def check_queue(session: Session, org: str, config: Config) -> None:
-    """QUEUE_LIMIT_EXCEEDED when the org already has its most jobs that have not ended."""
+    """JOB_LIMIT when the org already has its most jobs that have not ended."""
     if store.open_jobs(session, org) >= config.queue_limit:
         raise errors.ResourceExhausted(
             "The org already has its most jobs that have not ended.",
-            reason="QUEUE_LIMIT_EXCEEDED",
+            reason="JOB_LIMIT",
             metadata={"limit": str(config.queue_limit)},
         )
 
@@ -76,7 +112,7 @@ def check_queue(session: Session, org: str, config: Config) -> None:
 def _duration_error(admission: Admission) -> errors.DomainError:
     return errors.FailedPrecondition(
         "The projected run exceeds the execution limit.",
-        reason="DURATION_EXCEEDS_LIMIT",
+        reason="TRAINING_DURATION_EXCEEDS_LIMIT",
         metadata={
             "projected_seconds": f"{admission.projected_seconds:.0f}",
             "execution_limit_seconds": f"{admission.limit_seconds:.0f}",
@@ -94,45 +130,61 @@ class JobCreation:
         catalog: Catalog,
         config: Config,
         reader: sources.DatasetReader | None,
+        data_sources: remote.SourceCredentials | None = None,
     ) -> None:
         self._store = store
         self._catalog = catalog
         self._config = config
         self._reader = reader
+        self._sources = data_sources
 
-    def admit(self, principal: Principal, job: job_pb2.Job) -> Admission:
+    def admit(self, principal: Principal, job: job_pb2.Job, *, report: bool = False) -> Admission:
         """Validate and plan a spec as a create would, in HIP-1333 §3's order. Only a job
-        `from` an adapter reads the store here (the adapter's row and bytes)."""
-        found: list[adapters.Adapter] = []
+        `from` an adapter reads the store here (the adapter's row and bytes). With `report`
+        (an estimate), an empty or unusable selection is answered with its reasons rather
+        than refused (`002_…`: `is_trainable: false`)."""
+        found: list[stored_adapters.Adapter] = []
 
         def inputs(checked: job_pb2.Job) -> None:
             if sha := spec.origin(checked):
-                found.append(adapters.read(self._store, self._reader, principal.org, sha))
+                found.append(stored_adapters.read(self._store, self._reader, principal.org, sha))
                 adapters.check(checked, found[0])
 
         base = spec.validate(job, self._catalog, inputs)
         expanded = spec.expand(job, base)
         if found:
             adapters.apply(expanded, found[0])
-        rows = sources.load(expanded.dataset.uri, principal.org, self._reader, base.rows)
+        rows = sources.load(expanded.dataset, principal.org, self._reader, base.rows, self._sources)
+        untrainable: tuple[str, ...] = ()
         try:
             selected = datasets.select(rows, expanded.dataset.tags)
-            stats = datasets.check(
-                selected,
-                system_prompt=expanded.dataset.system_prompt,
-                loss_mask=expanded.objective.loss_mask,
-            )
+            try:
+                stats = datasets.check(
+                    selected,
+                    system_prompt=expanded.dataset.system_prompt,
+                    loss_mask=expanded.objective.loss_mask,
+                )
+            except datasets.DatasetError as exc:
+                if not report or exc.reason not in datasets.UNTRAINABLE:
+                    raise
+                stats = datasets.stats(selected, expanded.objective.loss_mask)
+                untrainable = (exc.reason,)
         except datasets.DatasetError as exc:
             raise sources.domain_error(exc) from None
         bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
         held_out = sources.held_out(base.rows)
-        evals = None if held_out is None else sum(map(held_out, selected))
+        if held_out is None:
+            evals = len(datasets.eval_ids(selected, expanded.objective.loss_mask))
+        else:
+            evals = sum(map(held_out, selected))
         plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound, evals)
         workload = planning.workload_seconds(
             base.to_proto().profile.duration,
             plan.planned_steps,
             expanded.hyperparameters.max_seq_length,
         )
+        first_step = first_step_seconds(base, expanded)
+        check_max_seconds(expanded, first_step)
         frozen.apply_plan(expanded, plan)
         return Admission(
             job=expanded,
@@ -142,25 +194,44 @@ class JobCreation:
             workload_seconds=workload,
             projected_seconds=planning.projected_active_seconds(workload),
             limit_seconds=float(self._config.execution_limit_seconds),
+            untrainable=untrainable,
+            first_step_seconds=first_step,
         )
 
     def estimate(
         self, principal: Principal, body: Mapping[str, Any] | None, typed: job_pb2.Job
-    ) -> tuple[Admission, job_service_pb2.Price, job_service_pb2.Price]:
-        """The admission, the price at the projected active seconds (`expected`) and the
-        price the credit authorization holds with its margin (`authorization_ceiling`), on
-        one device; both 0 on the org's own machines (`002_…` pricing)."""
-        admission = self.admit(principal, parse(body, typed))
-        rate = 0
-        if admission.platform:
-            with self._store.unit(write=False) as session:
-                rate = rates.rate(session, admission.meter)[0]
-        seconds = math.ceil(admission.projected_seconds)
-        ceiling = math.ceil(seconds * (100 + self._config.authorization_margin_percent) / 100)
+    ) -> tuple[Admission, job_service_pb2.Price, job_service_pb2.Price, str]:
+        """The admission; the price it will most likely come to (`expected`: the base's
+        measured or profiled run on the device class that will run it); the price of the
+        projected active seconds admission checks, with the authorization margin, on that
+        class (`authorization_ceiling`); and the class (`cpu` or `gpu`). Prices are 0 on
+        the org's own machines (`002_…` pricing)."""
+        admission = self.admit(principal, parse(body, typed), report=True)
+        with self._store.unit(write=False) as session:
+            kinds = expected.device_kinds(session, principal.org, admission.job, self._catalog)
+            device = expected.device_class(kinds, admission.job, admission.base)
+            runs = expected.measured_runs(session, principal.org, admission.base.name, device)
+            rate = create_rate = 0
+            if admission.platform:
+                rate = rates.rate(session, rates.compute_meter(admission.base.name, device))[0]
+                create_rate = rates.rate(session, admission.meter)[0]
+        check_budget(admission, create_rate)
+        model = admission.base.to_proto().profile.duration
+        likely = planning.expected_seconds(
+            model,
+            admission.plan.planned_steps,
+            admission.job.hyperparameters.max_seq_length,
+            admission.base.post_processing_seconds,
+            planning.measured_step_seconds(runs),
+        )
+        seconds = math.ceil(likely)
+        projected = math.ceil(admission.projected_seconds)
+        ceiling = math.ceil(projected * (100 + self._config.authorization_margin_percent) / 100)
         return (
             admission,
             job_service_pb2.Price(device_seconds=seconds, micro_cents=rates.cost(seconds, rate)),
             job_service_pb2.Price(device_seconds=ceiling, micro_cents=rates.cost(ceiling, rate)),
+            "cpu" if device == "cpu" else "gpu",
         )
 
     def create(
@@ -183,13 +254,20 @@ class JobCreation:
                     "is required for a job the platform runs (US cents)",
                     reason="BUDGET_REQUIRED",
                 )
+            if admission.platform:
+                with self._store.unit(write=False) as session:
+                    check_budget(admission, rates.rate(session, admission.meter)[0])
             return retrying(lambda: self._insert(principal, request, admission, request_id))
         except errors.DomainError as exc:
             with self._store.unit() as session:
                 audit.record(
-                    session, "training.job.create.rejected", org=principal.org, code=exc.reason,
-                    actor=principal.key_id, request_id=request_id,
-                )  # fmt: skip
+                    session,
+                    "training.job.create.rejected",
+                    org=principal.org,
+                    code=exc.reason,
+                    actor=principal.key_id,
+                    request_id=request_id,
+                )
             raise
 
     def _insert(
@@ -207,32 +285,52 @@ class JobCreation:
                 job = admission.job
                 if admission.platform:  # its payer must hold one device's first window
                     windows.admit(
-                        session, windows.Policy.of(self._config), org=org, project=job.project,
-                        resources=job.resources, meter_name=admission.meter, now=utcnow(),
-                    )  # fmt: skip
+                        session,
+                        windows.Policy.of(self._config),
+                        org=org,
+                        project=job.project,
+                        resources=job.resources,
+                        meter_name=admission.meter,
+                        now=utcnow(),
+                    )
                 number = store.next_number(session, org, job.project)
                 if not job.output.name:
                     job.output.name = f"{job.project}-{number}"
                 row = store.add_job(
-                    session, job_id=job_id, org=org, project=job.project, number=number,
-                    requested_by=job.requested_by, spec=frozen.spec_json(job),
+                    session,
+                    job_id=job_id,
+                    org=org,
+                    project=job.project,
+                    number=number,
+                    requested_by=job.requested_by,
+                    spec=frozen.spec_json(job),
                     spec_sha256=spec.canonical_sha256(frozen.training_config(job)),
                     plan=planning.FrozenPlan(
                         **dataclasses.asdict(admission.plan),
                         projected_seconds=admission.projected_seconds,
                     ).to_json(),
                     reads_sha256=spec.artifact_sha256(job.dataset.uri) or "",
-                    from_sha256=spec.origin(job), key=key,
-                    shape_sha256=shape, now=utcnow(),
-                )  # fmt: skip
+                    from_sha256=spec.origin(job),
+                    key=key,
+                    shape_sha256=shape,
+                    now=utcnow(),
+                )
                 lifecycle.append_event(
-                    session, row, "transition", attempt=1, status=JobStatus.QUEUED,
+                    session,
+                    row,
+                    "transition",
+                    attempt=1,
+                    status=JobStatus.QUEUED,
                     reason="created",
-                )  # fmt: skip
+                )
                 audit.record(
-                    session, "training.job.create.accepted", org=org, subject=job_id,
-                    actor=principal.key_id, request_id=request_id,
-                )  # fmt: skip
+                    session,
+                    "training.job.create.accepted",
+                    org=org,
+                    subject=job_id,
+                    actor=principal.key_id,
+                    request_id=request_id,
+                )
                 return view.job_proto(session, row), True
         except IntegrityError:
             if not key:

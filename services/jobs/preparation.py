@@ -17,7 +17,8 @@ from sqlalchemy.orm.exc import StaleDataError
 from services.core import errors, lifecycle, retention
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
-from services.jobs import sources, store
+from services.jobs import remote, snapshots, sources, store
+from services.jobs.data_sources import UnknownSource
 from trainyard.training import datasets
 from trainyard.training.catalog import Catalog
 
@@ -36,8 +37,10 @@ class Preparation:
         snapshots: sources.SnapshotKeeper | None,
         catalog: Catalog,
         retention_days: int = 0,
+        data_sources: remote.SourceCredentials | None = None,
     ) -> None:
         self._store = store
+        self._sources = data_sources
         self._catalog = catalog
         self._reader = reader
         self._snapshots = snapshots
@@ -65,7 +68,7 @@ class Preparation:
         try:
             base = self._catalog.get(job.base_model)
             kind = base.rows if base is not None else "chat"
-            rows = sources.load(job.dataset.uri, org, self._reader, kind)
+            rows = sources.load(job.dataset, org, self._reader, kind, self._sources)
             snapshot = datasets.build_snapshot(
                 datasets.select(rows, job.dataset.tags),
                 job.objective.loss_mask,
@@ -75,6 +78,10 @@ class Preparation:
                 assert self._snapshots is not None
                 self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
                 retrying(lambda: self._done(job_id, org, snapshot))
+        except (remote.Unreadable, UnknownSource) as unreadable:
+            # The source would not give the bytes the job was created on: nothing ran.
+            category = getattr(unreadable, "category", "deleted")
+            retrying(lambda: self._failed(job_id, f"source_{category}"))
         except (errors.DomainError, datasets.DatasetError) as exc:
             if exc.reason == "UNAVAILABLE":
                 # Nothing is wrong with the input: the job stays snapshotting and is taken
@@ -91,7 +98,7 @@ class Preparation:
         """Verify the job's snapshot, the job holding its object; False, with nothing
         verified, when the org does not store its bytes yet (they are kept first)."""
         with self._store.unit() as session:
-            store.add_snapshot(session, org, snapshot, utcnow())
+            snapshots.add_snapshot(session, org, snapshot, utcnow())
             row = store.job_by_id(session, job_id, lock=True)
             if row is None or row.status != JobStatus.PREPARING:
                 return True  # cancelled meanwhile: the snapshot stays, unused
@@ -100,9 +107,15 @@ class Preparation:
                 if kept is None:
                     return False
                 lifecycle.hold(
-                    session, kept, job_id, kind="snapshot", name="snapshot", now=utcnow(),
-                    kept=retention.of_job(row), default_days=self._retention_days,
-                )  # fmt: skip
+                    session,
+                    kept,
+                    job_id,
+                    kind="snapshot",
+                    name="snapshot",
+                    now=utcnow(),
+                    kept=retention.of_job(row),
+                    default_days=self._retention_days,
+                )
             lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
             return True
 

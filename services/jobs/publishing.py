@@ -18,9 +18,10 @@ from sqlalchemy.orm import Session
 
 from services.core import audit, errors
 from services.core.auth import Principal
+from services.core.object_tables import PublicationRow, readable
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
-from services.core.tables import JobRow, PublicationRow, readable
+from services.core.tables import JobRow
 from services.core.validation import NAME, SHA256, check_identifier
 from services.core.view import ts
 from services.jobs import store
@@ -41,8 +42,8 @@ Claim = tuple[Any, ...]
 
 
 class Downloads(Protocol):
-    """Who signs a published object's download URL: ArtifactService, which holds the S3
-    credentials and the orgs' keys (`services.core.clients.ArtifactReader`)."""
+    """Who makes a published object's download URL: ArtifactService, which holds the orgs'
+    keys and seals the URL's token (`services.core.clients.ArtifactReader`)."""
 
     def describe(self, org: str, sha256: str) -> artifact_pb2.Artifact: ...
 
@@ -130,10 +131,15 @@ def form_of(job: JobRow) -> str:
 
 def publication_proto(row: PublicationRow) -> publication_pb2.Publication:
     out = publication_pb2.Publication(
-        org=row.org, name=row.name, job_id=row.job_id, sha256=row.sha256,
-        base_sha256=row.base_sha256, form=row.form, forced=row.forced,
+        org=row.org,
+        name=row.name,
+        job_id=row.job_id,
+        sha256=row.sha256,
+        base_sha256=row.base_sha256,
+        form=row.form,
+        forced=row.forced,
         publish_time=ts(row.publish_time),
-    )  # fmt: skip
+    )
     if row.route is not None:
         out.route.CopyFrom(route_proto(row.route))
     return out
@@ -181,15 +187,26 @@ class Publishing:
                     row, replaced = _record(session, job, name, force, asked)
                 except errors.DomainError as exc:
                     audit.record(
-                        session, "training.job.publish.rejected", org=job.org, subject=job.id,
-                        code=exc.reason, actor=principal.key_id, request_id=request_id,
-                    )  # fmt: skip
+                        session,
+                        "training.job.publish.rejected",
+                        org=job.org,
+                        subject=job.id,
+                        code=exc.reason,
+                        actor=principal.key_id,
+                        request_id=request_id,
+                    )
                     return None, exc
                 audit.record(
-                    session, "training.job.publish.accepted", org=job.org, subject=job.id,
-                    code="forced" if row.forced else "", actor=principal.key_id,
-                    request_id=request_id, kind=row.kind, replaced=replaced,
-                )  # fmt: skip
+                    session,
+                    "training.job.publish.accepted",
+                    org=job.org,
+                    subject=job.id,
+                    code="forced" if row.forced else "",
+                    actor=principal.key_id,
+                    request_id=request_id,
+                    kind=row.kind,
+                    replaced=replaced,
+                )
                 return publication_proto(row), None
 
         published, refusal = retrying(work)
@@ -224,7 +241,6 @@ class Publishing:
             assert self._downloads is not None
             got = self._downloads.describe(org, sha256)
             item.url, item.expires = got.url, got.expires
-            item.headers.update(got.headers)
         return job_service_pb2.ListPublishedResponse(
             revision=current, changed=True, data=[item for _, _, item in data]
         )

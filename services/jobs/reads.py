@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Callable, Sequence
 
-from services.core import errors
+from services.core import attempt_logs, errors
 from services.core.auth import Principal
 from services.core.pagetoken import PageTokens, page_size
-from services.core.states import JobStatus
+from services.core.states import ATTEMPT_TERMINAL, JobStatus
 from services.core.store import Store
-from services.jobs import series, spec, store, view
+from services.core.tables import AttemptRow
+from services.jobs import series, snapshots, spec, store, view
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
 
 MAX_DATASET_PAGE = 200
@@ -145,7 +147,33 @@ class JobReads:
     def attempts(self, principal: Principal, job_id: str) -> list[attempt_pb2.Attempt]:
         with self._store.unit(write=False) as session:
             row = store.owned_job(session, principal.org, job_id)
-            return [view.attempt_proto(a) for a in store.attempts(session, row.id)]
+            logs = attempt_logs.sizes(session, row.id)
+            return [
+                view.attempt_proto(a, logs.get(a.attempt_number, 0))
+                for a in store.attempts(session, row.id)
+            ]
+
+    def attempt_log(
+        self, principal: Principal, request: job_service_pb2.GetAttemptLogRequest
+    ) -> job_service_pb2.AttemptLog:
+        """A part of an attempt's log (`attempt_log_part` says which)."""
+        read = attempt_log_part(request)
+        with self._store.unit(write=False) as session:
+            row = store.owned_job(session, principal.org, request.id)
+            attempt = _attempt(store.attempts(session, row.id), request.attempt)
+            part = read(attempt_logs.Log(session, row.id, attempt.attempt_number))
+            return job_service_pb2.AttemptLog(
+                job_id=row.id,
+                attempt_number=attempt.attempt_number,
+                status=attempt.status,
+                text=part.text,
+                offset=part.offset,
+                next_offset=part.next_offset,
+                first_line=part.first_line,
+                size=part.size,
+                start=part.start,
+                complete=attempt.status in ATTEMPT_TERMINAL,
+            )
 
     def dataset_items(
         self, principal: Principal, job_id: str, *, offset: int, limit: int, search: str, split: str
@@ -161,7 +189,7 @@ class JobReads:
         with self._store.unit(write=False) as session:
             row = store.owned_job(session, principal.org, job_id)
             org, sha256 = row.org, row.dataset_sha256
-            items = store.snapshot_items(
+            items = snapshots.snapshot_items(
                 session, org, sha256, split=split, search=search, offset=offset, limit=limit + 1
             )
             answer = job_service_pb2.ListJobDatasetItemsResponse(
@@ -173,7 +201,7 @@ class JobReads:
                 split=split,
             )
             if not search:  # a search is not counted (002: no second pass over the shards)
-                answer.total = store.count_snapshot_items(
+                answer.total = snapshots.count_snapshot_items(
                     session, org, sha256, split=split, search=search
                 )
             if answer.has_more:
@@ -183,7 +211,55 @@ class JobReads:
     def dataset_item(self, principal: Principal, job_id: str, item_id: str) -> job_pb2.DatasetItem:
         with self._store.unit(write=False) as session:
             row = store.owned_job(session, principal.org, job_id)
-            item = store.snapshot_item(session, row.org, row.dataset_sha256, item_id)
+            item = snapshots.snapshot_item(session, row.org, row.dataset_sha256, item_id)
             if item is None:
                 raise errors.NotFound()
             return view.item_proto(item, messages="whole")
+
+
+# The bounds of an attempt log's read.
+MAX_LOG_LINES = 10_000
+MAX_LOG_BYTES_READ = 1024 * 1024
+DEFAULT_TAIL_LINES, DEFAULT_LOG_LINES, DEFAULT_LOG_BYTES = 100, 1000, 65536
+
+
+def _bounded(field: str, value: int, default: int, maximum: int) -> int:
+    if not 0 <= value <= maximum:
+        raise errors.ValidationError(field, f"must be between 0 and {maximum}")
+    return value or default
+
+
+def attempt_log_part(
+    request: job_service_pb2.GetAttemptLogRequest,
+) -> Callable[[attempt_logs.Log], attempt_logs.Part]:
+    """Which part of a log a request reads: a byte range, a line range or the tail (the
+    default); refused, naming the field, when it mixes them or leaves their bounds."""
+    by_bytes = request.HasField("offset") or request.limit_bytes
+    by_lines = request.HasField("start_line") or request.max_lines
+    if by_bytes and (by_lines or request.tail_lines):
+        field = "start_line" if by_lines else "tail_lines"
+        raise errors.ValidationError(field, "must not be given with offset or limit_bytes")
+    if by_lines and request.tail_lines:
+        raise errors.ValidationError("tail_lines", "must not be given with start_line or max_lines")
+    if by_bytes:
+        if request.offset < 0:
+            raise errors.ValidationError("offset", "must not be negative")
+        limit = _bounded("limit_bytes", request.limit_bytes, DEFAULT_LOG_BYTES, MAX_LOG_BYTES_READ)
+        return lambda log: log.bytes(request.offset, limit)
+    if by_lines:
+        if request.HasField("start_line") and request.start_line < 1:
+            raise errors.ValidationError("start_line", "must be at least 1")
+        count = _bounded("max_lines", request.max_lines, DEFAULT_LOG_LINES, MAX_LOG_LINES)
+        return lambda log: log.lines(request.start_line or 1, count)
+    count = _bounded("tail_lines", request.tail_lines, DEFAULT_TAIL_LINES, MAX_LOG_LINES)
+    return lambda log: log.tail(count)
+
+
+def _attempt(attempts: Sequence[AttemptRow], named: str) -> AttemptRow:
+    """The attempt a request names by number or id; NOT_FOUND when the job has none such."""
+    if not (named.isascii() and (named.isdigit() or named.startswith("att_"))):
+        raise errors.ValidationError("attempt", "must be an attempt's number or id")
+    for attempt in attempts:
+        if named in (attempt.id, str(attempt.attempt_number)):
+            return attempt
+    raise errors.NotFound()

@@ -15,9 +15,15 @@ from services.core.metrics import JobsByState
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
+from services.jobs import sources
+from services.jobs.control import JobControl
+from services.jobs.create import JobCreation
+from services.jobs.data_sources import DataSources, Sealer
+from services.jobs.preparation import Preparation
+from services.jobs.publishing import Downloads, Publishing
+from services.jobs.reads import JobReads
 from services.jobs.service import JobService
-from services.jobs.servicer import JobServicer
-from services.jobs.sources import DatasetReader
+from services.jobs.servicer import JobServicer, keepalive
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 from trainyard.training.catalog import Catalog
 
@@ -28,12 +34,34 @@ ROLES = roles.for_service(FULL_NAME)
 IDLE_SECONDS = 0.5
 
 
+def use_cases(
+    store: Store,
+    catalog: Catalog,
+    config: Config,
+    tokens: PageTokens,
+    reader: sources.DatasetReader | None = None,
+    snapshots: sources.SnapshotKeeper | None = None,
+    downloads: Downloads | None = None,
+) -> JobService:
+    registered = DataSources(store, Sealer(config.master_key()))
+    return JobService(
+        creation=JobCreation(store, catalog, config, reader, registered),
+        reads=JobReads(store, tokens),
+        control=JobControl(store, config),
+        publishing=Publishing(store, downloads),
+        preparation=Preparation(
+            store, reader, snapshots, catalog, config.retention_days, registered
+        ),
+        data_sources=registered,
+    )
+
+
 def build_server(
     config: Config,
     *,
     store: Store | None = None,
     port: int | None = None,
-    reader: DatasetReader | None = None,
+    reader: sources.DatasetReader | None = None,
 ) -> Service:
     kick = asyncio.Event()
     holder: dict[str, JobService] = {}
@@ -43,10 +71,17 @@ def build_server(
         artifacts = ArtifactReader(config) if config.service_key else None
         source = reader if reader is not None else artifacts
         catalog = Catalog.discover(config.models_dir)
-        service = JobService(store, catalog, config, tokens, source, artifacts, artifacts)
+        service = use_cases(store, catalog, config, tokens, source, artifacts, artifacts)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(
-            JobServicer(service, catalog, kick, store.wakeups), server
+            JobServicer(
+                service,
+                catalog,
+                kick,
+                store.wakeups,
+                keepalive_seconds=keepalive(config.gateway_idle_timeout_seconds),
+            ),
+            server,
         )
 
     built = build(
@@ -64,7 +99,7 @@ def build_server(
         service = holder["service"]
         while not stopping.is_set():
             try:
-                busy = await asyncio.to_thread(service.prepare_next)
+                busy = await asyncio.to_thread(service.preparation.prepare_next)
             except Exception:
                 log.exception("preparation pass failed")
                 busy = False

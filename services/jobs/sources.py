@@ -1,13 +1,15 @@
-"""Where JobService's rows come from and go: the built-in fixture or an org's upload read
-through ArtifactService, and the snapshot kept as an object the job holds. The rows
-themselves are `trainyard.training.datasets`."""
+"""Where JobService's rows come from and go: the built-in fixture, an org's upload read
+through ArtifactService, or an `s3://` or `hf://` source (`remote`), and the snapshot kept
+as an object the job holds. The rows themselves are `trainyard.training.datasets`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from services.core import datasets, errors
+from services.jobs import remote
+from trainyard.job.v1 import job_pb2
 from trainyard.training import decisions
 from trainyard.training.catalog import FIXTURE_DATASET
 from trainyard.training.datasets import DatasetError, Row, fixture_rows, parse_jsonl
@@ -20,6 +22,10 @@ class DatasetReader(Protocol):
 
     def read(self, org: str, sha256: str) -> bytes: ...
 
+    def open(self, org: str, sha256: str) -> IO[bytes]:
+        """The object as a file read as it streams; its sha256 is checked at its end."""
+        ...
+
 
 class SnapshotKeeper(Protocol):
     """Where a job's snapshot is kept as an object the job holds, so a retry reads the
@@ -28,25 +34,46 @@ class SnapshotKeeper(Protocol):
     def keep(self, org: str, job_id: str, sha256: str, data: bytes) -> None: ...
 
 
-def load(uri: str, org: str, reader: DatasetReader | None, kind: str = "chat") -> list[Row]:
-    """The rows `uri` names, of the `kind` the base reads (`catalog.Base.rows`): chats, or
-    decisions carried as chats (`decisions.to_row`)."""
+def load(
+    dataset: job_pb2.Dataset,
+    org: str,
+    reader: DatasetReader | None,
+    kind: str = "chat",
+    sources: remote.SourceCredentials | None = None,
+) -> list[Row]:
+    """The rows `dataset` names, of the `kind` the base reads (`catalog.Base.rows`): chats,
+    or decisions carried as chats (`decisions.to_row`). A remote dataset gets, or is read
+    pinned to, its record of what was read (`remote.fetch`)."""
+    uri = dataset.uri
     if kind == "decision":
         if uri == decisions.FIXTURE_DATASET:
             return [decisions.to_row(d) for d in decisions.fixture_rows()]
-        return [decisions.to_row(d) for d in _parsed(uri, org, reader, decisions.parse_jsonl)]
+        read = _bytes(dataset, org, reader, sources)
+        return [decisions.to_row(d) for d in _parsed(read, decisions.parse_jsonl)]
     if uri == FIXTURE_DATASET:
         return fixture_rows()
-    return _parsed(uri, org, reader, parse_jsonl)
+    return _parsed(_bytes(dataset, org, reader, sources), parse_jsonl)
 
 
-def _parsed(
-    uri: str, org: str, reader: DatasetReader | None, parse: Callable[[bytes], list[T]]
-) -> list[T]:
+def _bytes(
+    dataset: job_pb2.Dataset,
+    org: str,
+    reader: DatasetReader | None,
+    sources: remote.SourceCredentials | None,
+) -> Callable[[], bytes]:
+    if remote.is_remote(dataset.uri):
+        if sources is None:
+            raise errors.Unavailable()
+        return lambda: remote.fetch(dataset, org, sources)
     if reader is None:
         raise errors.Unavailable()
+    return lambda: reader.read(org, dataset.uri.split(":", 1)[1])
+
+
+def _parsed(read: Callable[[], bytes], parse: Callable[[bytes], list[T]]) -> list[T]:
+    data = read()
     try:
-        return parse(reader.read(org, uri.split(":", 1)[1]))
+        return parse(data)
     except DatasetError as exc:
         raise domain_error(exc) from None
 

@@ -12,9 +12,16 @@ from google.protobuf import json_format
 
 from services.core import errors, retention
 from services.core import validation as v
+from services.jobs import remote
 from trainyard.job.v1 import job_pb2
 from trainyard.training import decisions
-from trainyard.training.catalog import FIXTURE_DATASET, LORA_DEFAULTS, Base, Catalog
+from trainyard.training.catalog import (
+    FIXTURE_DATASET,
+    LORA_DEFAULTS,
+    UNKNOWN_BASE_MESSAGE,
+    Base,
+    Catalog,
+)
 
 MODES = ("full", "lora", "qlora", "readout", "basis", "auto")
 LOSS_MASKS = ("assistant_only", "full_sequence")
@@ -28,6 +35,10 @@ DEFAULT_PROJECT = "default"
 
 
 FIXTURES = (FIXTURE_DATASET, decisions.FIXTURE_DATASET)
+# The roles `dataset.splits` maps to a source's named splits (HIP-1333 §3), and the
+# sources that carry named splits (none of those read so far).
+SPLIT_ROLES = ("train", "validation")
+NAMED_SPLITS: tuple[str, ...] = ()
 # What `protect.budget` is when a job protects suites and names none: HIP-1333 §3's example.
 BUDGET_DEFAULTS = {"accuracy": 0.02, "ece": 0.03}
 
@@ -77,12 +88,17 @@ def check_shape(job: job_pb2.Job) -> None:
     if not job.dataset.uri:
         raise errors.ValidationError("dataset.uri", "is required")
     sha = artifact_sha256(job.dataset.uri)
-    if job.dataset.uri not in FIXTURES and not (sha is not None and v.SHA256.match(sha)):
+    if (
+        job.dataset.uri not in FIXTURES
+        and not (sha is not None and v.SHA256.match(sha))
+        and not remote.is_remote(job.dataset.uri)
+    ):
         raise errors.ValidationError(
             "dataset.uri",
-            "must be a built-in fixture: or artifact:<sha256>",
-            metadata={"supported": ",".join(FIXTURES)},
+            "must name a built-in fixture, an uploaded artifact, an S3 object or a Hub file",
+            metadata={"supported": ",".join((*FIXTURES, "artifact", *remote.SCHEMES))},
         )
+    remote.check_uri(job.dataset)
     for tag in job.dataset.tags:
         v.check_identifier("dataset.tags", tag, v.NAME, "a tag name")
     if job.dataset.system_prompt.strip() and (
@@ -176,6 +192,9 @@ def check_shape(job: job_pb2.Job) -> None:
             raise errors.ValidationError(f"protect.budget.{name}", "must be between 0 and 1")
     for suite in job.evaluation.suites:
         v.check_identifier("evaluation.suites", suite, v.SUITE, "a suite name")
+    for role, name in job.dataset.splits.items():
+        _one_of("dataset.splits", role, SPLIT_ROLES)
+        v.check_identifier("dataset.splits", name, v.NAME, "a split name")
 
     res = job.resources
     if len(set(res.machines)) != len(res.machines) or len(res.machines) > 16:
@@ -216,9 +235,10 @@ def check_shape(job: job_pb2.Job) -> None:
 def check_base(job: job_pb2.Job, catalog: Catalog) -> Base:
     base = catalog.get(job.base_model)
     if base is None:
-        # An unapproved model is a field error (000_…); the supported set helps the caller.
+        # An unapproved model is refused naming the bases (HIP-1333 §3's `unsupported_base`).
         raise errors.DomainError(
-            "Field base_model is not an approved base model.",
+            UNKNOWN_BASE_MESSAGE,
+            reason="UNSUPPORTED_BASE",
             metadata={"field": "base_model", "supported": ",".join(catalog.names)},
             fields=[("base_model", "is not an approved base model")],
         )
@@ -268,7 +288,25 @@ def check_support(job: job_pb2.Job, base: Base) -> None:
         raise errors.ValidationError(
             "dataset.uri",
             "names a source the base model cannot read",
-            metadata={"supported": ",".join((*base.fixtures, "artifact"))},
+            metadata={
+                "supported": ",".join(
+                    (*base.fixtures, *(d for d in base.datasets if d != "fixture"))
+                )
+            },
+        )
+    if job.dataset.splits and scheme not in NAMED_SPLITS:
+        # 002: an upload's eval split follows from each example's identity alone.
+        raise errors.ValidationError(
+            "dataset.splits",
+            "applies to a source with named splits; this source's eval split is drawn by "
+            "each example's identity",
+            metadata={"supported": ",".join(NAMED_SPLITS)},
+        )
+    if len(job.resources.machines) > base.machines:
+        raise errors.ValidationError(
+            "resources.machines",
+            "names more machines than the base model trains across",
+            metadata={"max": str(base.machines)},
         )
     if base.rows == "decision" and job.dataset.system_prompt.strip():
         raise errors.ValidationError("dataset.system_prompt", "applies only to chat rows")
@@ -300,9 +338,12 @@ def check_protect(pr: job_pb2.Protection, base: Base) -> None:
     """What the job protects, against what the base can protect: suites it already
     answers, by projection and distillation, within a budget."""
     asked = (
-        pr.suites or pr.capabilities or pr.distillation
-        or pr.HasField("projection") or pr.HasField("budget")
-    )  # fmt: skip
+        pr.suites
+        or pr.capabilities
+        or pr.distillation
+        or pr.HasField("projection")
+        or pr.HasField("budget")
+    )
     if asked and not base.protect:
         raise _unsupported("UNSUPPORTED_PROTECT", "protect", base.protect)
     if pr.capabilities:

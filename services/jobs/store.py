@@ -1,6 +1,7 @@
-"""JobService's table (idempotency keys) and every query it runs, on its own table and on
+"""JobService's table (idempotency keys) and the queries it runs, on its own table and on
 the shared ones (`services.core.tables`). Each function runs in its caller's unit of work;
 the use cases decide, these read and write rows. A job is always looked up within an org.
+A dataset's snapshots have theirs in `services.jobs.snapshots`.
 """
 
 from __future__ import annotations
@@ -14,22 +15,10 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from services.core import errors, ids
+from services.core.object_tables import JobArtifactRow, ObjectRow, PublicationRow, readable
 from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
 from services.core.store import Base, UtcDateTime, utcnow
-from services.core.tables import (
-    AttemptRow,
-    EventRow,
-    JobArtifactRow,
-    JobRow,
-    MetricRow,
-    ObjectRow,
-    PublicationRow,
-    SnapshotItemRow,
-    SnapshotRow,
-    attempts_read,
-    readable,
-)
-from trainyard.training import datasets
+from services.core.tables import AttemptRow, EventRow, JobRow, MetricRow, attempts_read
 
 CREATE_JOB = "CreateJob"
 
@@ -44,6 +33,20 @@ class IdempotencyKey(Base):
     key: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
     request_sha256: Mapped[str] = mapped_column(sa.String(64))
     resource_id: Mapped[str] = mapped_column(sa.String(32))
+    create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+class DataSourceRow(Base):
+    """An S3 endpoint an org registered, its credentials sealed under a key derived from
+    the master key (`data_sources.Sealer`)."""
+
+    __tablename__ = "data_sources"
+
+    org: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(63), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(sa.String(2048))
+    region: Mapped[str] = mapped_column(sa.String(64))
+    sealed: Mapped[bytes] = mapped_column(sa.LargeBinary())
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
 
 
@@ -102,28 +105,46 @@ def add_job(
 ) -> JobRow:
     """A new job in its first state, with its first attempt and, under a key, the key."""
     row = JobRow(
-        id=job_id, org=org, project=project, number=number, status=JobStatus.QUEUED,
-        spec=spec, spec_sha256=spec_sha256, plan=plan,
-        preparation={"status": str(PreparationStatus.QUEUED)}, requested_by=requested_by,
-        attempt_count=1, event_seq=0, reads_sha256=reads_sha256, from_sha256=from_sha256,
+        id=job_id,
+        org=org,
+        project=project,
+        number=number,
+        status=JobStatus.QUEUED,
+        spec=spec,
+        spec_sha256=spec_sha256,
+        plan=plan,
+        preparation={"status": str(PreparationStatus.QUEUED)},
+        requested_by=requested_by,
+        attempt_count=1,
+        event_seq=0,
+        reads_sha256=reads_sha256,
+        from_sha256=from_sha256,
         create_time=now,
         update_time=now,
-    )  # fmt: skip
+    )
     session.add(row)
     session.flush()  # the job before what refers to it
     attempt = AttemptRow(
-        id=ids.new_id("att"), job_id=job_id, org=org, attempt_number=1,
-        status=AttemptStatus.QUEUED, create_time=now,
-    )  # fmt: skip
+        id=ids.new_id("att"),
+        job_id=job_id,
+        org=org,
+        attempt_number=1,
+        status=AttemptStatus.QUEUED,
+        create_time=now,
+    )
     session.add(attempt)
     attempts_read(session)[job_id, 1] = attempt
     if key:
         session.add(
             IdempotencyKey(
-                org=org, method=CREATE_JOB, key=key, request_sha256=shape_sha256,
-                resource_id=job_id, create_time=now,
+                org=org,
+                method=CREATE_JOB,
+                key=key,
+                request_sha256=shape_sha256,
+                resource_id=job_id,
+                create_time=now,
             )
-        )  # fmt: skip
+        )
     session.flush()
     return row
 
@@ -262,96 +283,19 @@ def add_attempt(
 ) -> AttemptRow:
     """The job's next attempt, queued; `lifecycle.requeue` moves the job to it."""
     attempt = AttemptRow(
-        id=ids.new_id("att"), job_id=job.id, org=job.org, attempt_number=job.attempt_count + 1,
-        status=AttemptStatus.QUEUED, idempotency_key=key, resume_from_checkpoint=resume,
-        resume_step=resume_step, create_time=utcnow(),
-    )  # fmt: skip
+        id=ids.new_id("att"),
+        job_id=job.id,
+        org=job.org,
+        attempt_number=job.attempt_count + 1,
+        status=AttemptStatus.QUEUED,
+        idempotency_key=key,
+        resume_from_checkpoint=resume,
+        resume_step=resume_step,
+        create_time=utcnow(),
+    )
     session.add(attempt)
     session.flush()
     return attempt
-
-
-# -- snapshots ----------------------------------------------------------------------------
-
-
-def snapshot(session: Session, org: str, sha256: str) -> SnapshotRow | None:
-    return session.get(SnapshotRow, (org, sha256))
-
-
-def _like(search: str) -> str:
-    """A case-folded substring pattern with LIKE's own characters escaped by `\\`."""
-    escaped = search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _item_filter(org: str, sha256: str, split: str, search: str) -> list[sa.ColumnElement[bool]]:
-    where = [SnapshotItemRow.org == org, SnapshotItemRow.snapshot_sha256 == sha256]
-    if split != "all":
-        where.append(SnapshotItemRow.split == split)
-    if search:
-        where.append(SnapshotItemRow.search_text.like(_like(search), escape="\\"))
-    return where
-
-
-def snapshot_items(
-    session: Session,
-    org: str,
-    sha256: str,
-    *,
-    split: str = "all",
-    search: str = "",
-    offset: int = 0,
-    limit: int,
-) -> Sequence[SnapshotItemRow]:
-    """A snapshot's items in their order, `split` (all, train, eval) and matching `search`."""
-    return session.scalars(
-        sa.select(SnapshotItemRow)
-        .where(*_item_filter(org, sha256, split, search))
-        .order_by(SnapshotItemRow.position)
-        .offset(offset)
-        .limit(limit)
-    ).all()
-
-
-def count_snapshot_items(
-    session: Session, org: str, sha256: str, *, split: str, search: str
-) -> int:
-    where = _item_filter(org, sha256, split, search)
-    return (
-        session.scalar(sa.select(sa.func.count()).select_from(SnapshotItemRow).where(*where)) or 0
-    )
-
-
-def snapshot_item(session: Session, org: str, sha256: str, item_id: str) -> SnapshotItemRow | None:
-    return session.scalar(
-        sa.select(SnapshotItemRow).where(
-            SnapshotItemRow.org == org,
-            SnapshotItemRow.snapshot_sha256 == sha256,
-            SnapshotItemRow.item_id == item_id,
-        )
-    )
-
-
-def add_snapshot(session: Session, org: str, made: datasets.Snapshot, now: dt.datetime) -> None:
-    """Keep a snapshot's rows once per org: the same rows make the same snapshot."""
-    if snapshot(session, org, made.sha256) is not None:
-        return
-    session.add(
-        SnapshotRow(
-            org=org, sha256=made.sha256, item_count=len(made.items),
-            message_count=made.message_count, size=len(made.data), create_time=now,
-        )
-    )  # fmt: skip
-    session.flush()
-    session.add_all(
-        SnapshotItemRow(
-            org=org, snapshot_sha256=made.sha256, position=position, item_id=item.id,
-            name=item.name, split=split, message_count=len(item.messages),
-            messages=[{"role": r, "content": c} for r, c in item.messages],
-            search_text=" ".join([item.name, *(c for _, c in item.messages)]).lower(),
-        )
-        for position, (item, split) in enumerate(made.items)
-    )  # fmt: skip
 
 
 # -- preparation --------------------------------------------------------------------------

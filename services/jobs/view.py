@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from services.core import view
 from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotItemRow
-from services.jobs import store
+from services.jobs import snapshots, store
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
 
 PREVIEW_ITEMS = 50
@@ -40,10 +40,10 @@ def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb
 
 
 def _preview(session: Session, row: JobRow, job: job_pb2.Job) -> None:
-    snap = store.snapshot(session, row.org, row.dataset_sha256)
+    snap = snapshots.snapshot(session, row.org, row.dataset_sha256)
     if snap is None:
         return
-    items = store.snapshot_items(session, row.org, row.dataset_sha256, limit=PREVIEW_ITEMS)
+    items = snapshots.snapshot_items(session, row.org, row.dataset_sha256, limit=PREVIEW_ITEMS)
     job.chats.extend(item_proto(i, messages="preview") for i in items)
     job.chat_count, job.message_count = snap.item_count, snap.message_count
     job.chats_truncated = snap.item_count > len(items)
@@ -71,12 +71,18 @@ def _cut(content: str) -> str:
     return content if len(content) <= PREVIEW_CHARS else content[: PREVIEW_CHARS - 1] + "…"
 
 
-def attempt_proto(row: AttemptRow) -> attempt_pb2.Attempt:
+def attempt_proto(row: AttemptRow, log_bytes: int = 0) -> attempt_pb2.Attempt:
     out = attempt_pb2.Attempt(
-        id=row.id, job_id=row.job_id, attempt_number=row.attempt_number, status=row.status,
-        resume_from_checkpoint=row.resume_from_checkpoint, failure_code=row.failure_code,
-        failure_category=row.failure_category, failure_message=row.failure_message,
-    )  # fmt: skip
+        log_bytes=log_bytes,
+        id=row.id,
+        job_id=row.job_id,
+        attempt_number=row.attempt_number,
+        status=row.status,
+        resume_from_checkpoint=row.resume_from_checkpoint,
+        failure_code=row.failure_code,
+        failure_category=row.failure_category,
+        failure_message=row.failure_message,
+    )
     if row.resume_step is not None:
         out.resume_step = row.resume_step
     for name in ("create_time", "leased_time", "started_time", "finalizing_time", "end_time"):

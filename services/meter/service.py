@@ -68,9 +68,13 @@ class MeterService:
                     session.add(row)
                 row.micro_cents, row.update_time = micro_cents, self._now()
                 audit.record(
-                    session, "training.rate.set", org=principal.org, subject=meter,
-                    actor=principal.key_id, micro_cents=micro_cents,
-                )  # fmt: skip
+                    session,
+                    "training.rate.set",
+                    org=principal.org,
+                    subject=meter,
+                    actor=principal.key_id,
+                    micro_cents=micro_cents,
+                )
                 session.flush()
                 return self._rate(session, meter)
 
@@ -96,25 +100,35 @@ class MeterService:
         row = ledger.wallet(session, org, free_cents=self._policy.free_cents, now=now)
         holds = windows.live_holds(session, org)
         answer = meter_pb2.Wallet(
-            payer=org, balance_micro_cents=row.balance, held_micro_cents=windows.committed(holds),
-            spend_cap_micro_cents=row.spend_cap, spent_micro_cents=ledger.spent(session, org, now),
+            payer=org,
+            balance_micro_cents=row.balance,
+            held_micro_cents=windows.committed(holds),
+            spend_cap_micro_cents=row.spend_cap,
+            spent_micro_cents=ledger.spent(session, org, now),
             available_micro_cents=row.balance - windows.committed(holds),
-        )  # fmt: skip
+        )
         for hold in holds:
             answer.holds.add(
-                task_id=hold.task_id, job_id=hold.job_id, payer=org, held_seconds=hold.held_seconds,
-                used_seconds=hold.used_seconds, rate_micro_cents=hold.rate, status=hold.status,
-                devices=hold.devices, charged_micro_cents=hold.charged_micro_cents,
+                task_id=hold.task_id,
+                job_id=hold.job_id,
+                payer=org,
+                held_seconds=hold.held_seconds,
+                used_seconds=hold.used_seconds,
+                rate_micro_cents=hold.rate,
+                status=hold.status,
+                devices=hold.devices,
+                charged_micro_cents=hold.charged_micro_cents,
                 refusal=hold.refusal,
-            )  # fmt: skip
+            )
         caps = session.scalars(
             sa.select(SpendCapRow).where(SpendCapRow.org == org).order_by(SpendCapRow.project)
         )
         for cap in caps:
             answer.project_caps.add(
-                project=cap.project, micro_cents=cap.micro_cents,
+                project=cap.project,
+                micro_cents=cap.micro_cents,
                 spent_micro_cents=ledger.spent(session, org, now, project=cap.project),
-            )  # fmt: skip
+            )
         return answer
 
     def credit(
@@ -137,9 +151,13 @@ class MeterService:
                 row = ledger.wallet(session, org, free_cents=self._policy.free_cents, now=now)
                 if ledger.post(session, row, f"credit/{name}", "credit", micro_cents, now=now):
                     audit.record(
-                        session, "training.wallet.credited", org=org, subject=name,
-                        actor=principal.key_id, micro_cents=micro_cents,
-                    )  # fmt: skip
+                        session,
+                        "training.wallet.credited",
+                        org=org,
+                        subject=name,
+                        actor=principal.key_id,
+                        micro_cents=micro_cents,
+                    )
                 return self._wallet_proto(session, org, now)
 
         return retrying(work)
@@ -166,9 +184,13 @@ class MeterService:
                     elif cap is not None:
                         session.delete(cap)
                 audit.record(
-                    session, "training.wallet.capped", org=org, subject=project or org,
-                    actor=principal.key_id, micro_cents=micro_cents,
-                )  # fmt: skip
+                    session,
+                    "training.wallet.capped",
+                    org=org,
+                    subject=project or org,
+                    actor=principal.key_id,
+                    micro_cents=micro_cents,
+                )
                 session.flush()
                 return self._wallet_proto(session, org, now)
 
@@ -236,7 +258,14 @@ def _entry(org: str, row: EntryRow) -> meter_pb2.LedgerEntry:
     stamp = timestamp_pb2.Timestamp()
     stamp.FromDatetime(row.create_time)
     return meter_pb2.LedgerEntry(
-        name=row.name, payer=org, kind=row.kind, micro_cents=row.micro_cents, job_id=row.job_id,
-        quantity=row.quantity, create_time=stamp, task_id=row.task_id, project=row.project,
+        name=row.name,
+        payer=org,
+        kind=row.kind,
+        micro_cents=row.micro_cents,
+        job_id=row.job_id,
+        quantity=row.quantity,
+        create_time=stamp,
+        task_id=row.task_id,
+        project=row.project,
         span=row.span,
-    )  # fmt: skip
+    )

@@ -1,7 +1,6 @@
-"""MeterService over gRPC: proto in, domain call, proto out. HoldWindow, ChargeTask and
-ReleaseHold are not overridden: claims and reports hold and charge inside their own
-transactions (`services.core.money`), so these answer UNIMPLEMENTED in the standard error
-shape until a caller outside ClaimService needs them."""
+"""MeterService over gRPC: proto in, domain call, proto out. Holds and charges have no
+methods here: claims and reports hold, charge and release inside their own transactions
+(`services.core.money`)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from typing import TypeAlias
 
 import grpc
 
-from services.core import context
+from services.core import context, validation
 from services.meter.service import MeterService
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
 
@@ -28,6 +27,7 @@ class MeterServicer(meter_service_pb2_grpc.MeterServiceServicer):
         return meter_service_pb2.ListRatesResponse(rates=found)
 
     async def SetRate(self, request: meter_service_pb2.SetRateRequest, ctx: Ctx) -> meter_pb2.Rate:
+        request = validation.read_body(request)
         return await asyncio.to_thread(
             self._service.set_rate, context.principal(), request.meter, request.micro_cents
         )
@@ -40,14 +40,19 @@ class MeterServicer(meter_service_pb2_grpc.MeterServiceServicer):
     async def CreditWallet(
         self, request: meter_service_pb2.CreditWalletRequest, ctx: Ctx
     ) -> meter_pb2.Wallet:
+        request = validation.read_body(request)
         return await asyncio.to_thread(
-            self._service.credit, context.principal(), request.payer, request.micro_cents,
+            self._service.credit,
+            context.principal(),
+            request.payer,
+            request.micro_cents,
             request.name,
-        )  # fmt: skip
+        )
 
     async def SetSpendCap(
         self, request: meter_service_pb2.SetSpendCapRequest, ctx: Ctx
     ) -> meter_pb2.Wallet:
+        request = validation.read_body(request)
         return await asyncio.to_thread(
             self._service.set_cap, context.principal(), request.project, request.micro_cents
         )
@@ -72,7 +77,10 @@ class MeterServicer(meter_service_pb2_grpc.MeterServiceServicer):
         self, request: meter_service_pb2.EstimatePriceRequest, ctx: Ctx
     ) -> meter_service_pb2.EstimatePriceResponse:
         amount, rate = await asyncio.to_thread(
-            self._service.price, request.base_model, request.device_class,
-            request.device_seconds, request.platform,
-        )  # fmt: skip
+            self._service.price,
+            request.base_model,
+            request.device_class,
+            request.device_seconds,
+            request.platform,
+        )
         return meter_service_pb2.EstimatePriceResponse(micro_cents=amount, rate=rate)

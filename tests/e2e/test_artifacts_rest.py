@@ -53,8 +53,8 @@ def test_upload_list_download_and_delete_over_rest(api: httpx.Client) -> None:
     assert [a["sha256"] for a in listed["artifacts"]] == [digest] and listed["total_size"] == 1
     assert listed["artifacts"][0]["expires_at"].endswith("Z")
     one = api.get(f"/v1/train/artifacts/{digest}").json()
-    assert httpx.get(one["url"], headers=one["headers"]).content == ROWS
-    assert httpx.get(one["url"]).status_code == 403  # without the org's key headers
+    # The URL alone downloads: no key headers, no API key.
+    assert "headers" not in one and httpx.get(one["url"]).content == ROWS
     gone = api.delete(f"/v1/train/artifacts/{digest}")
     assert gone.status_code == 200 and gone.json()["deleted"] is True
     assert api.get(f"/v1/train/artifacts/{digest}").status_code == 404
@@ -73,13 +73,13 @@ def test_a_job_on_an_uploaded_dataset_over_rest(api: httpx.Client) -> None:
     assert job.status_code == 200, job.text
     assert job.json()["train_examples"] == 30
     busy = api.delete(f"/v1/train/artifacts/{digest}")
-    assert busy.status_code == 409 and reason(busy) == "IN_USE"
+    assert busy.status_code == 409 and reason(busy) == "in_use"
     unknown = "0" * 64
     refused = api.post(
         "/v1/train/jobs",
         json={"base_model": "fixture-tiny-llm", "dataset": {"uri": f"artifact:{unknown}"}},
     )
-    assert refused.status_code == 400 and reason(refused) == "VALIDATION_ERROR"
+    assert refused.status_code == 400 and reason(refused) == "invalid_request"
 
 
 def test_another_orgs_sha256_answers_exactly_as_an_unknown_one(
@@ -98,17 +98,16 @@ def test_another_orgs_sha256_answers_exactly_as_an_unknown_one(
 
 def test_the_cli_uploads_lists_downloads_and_removes(stack: StackProcess, tmp_path) -> None:  # type: ignore[no-untyped-def]
     key = stack.create_key(f"cli-{secrets.token_hex(3)}", "member")
-    stack.env["TRAINYARD_API_KEY"] = key
     source = tmp_path / "rows.jsonl"
     source.write_bytes(ROWS)
     digest = hashlib.sha256(ROWS).hexdigest()
-    assert stack.cli("artifacts", "upload", str(source)).stdout.startswith(
+    assert stack.cli("artifacts", "upload", str(source), key=key).stdout.startswith(
         f"{digest}  {len(ROWS)} bytes  stored"
     )
-    assert digest in stack.cli("artifacts", "ls").stdout
+    assert digest in stack.cli("artifacts", "ls", key=key).stdout
     target = tmp_path / "back.jsonl"
-    assert "verified" in stack.cli("artifacts", "get", digest, "-o", str(target)).stdout
+    assert "verified" in stack.cli("artifacts", "get", digest, "-o", str(target), key=key).stdout
     assert target.read_bytes() == ROWS
-    assert "deleted" in stack.cli("artifacts", "rm", digest).stdout
-    missing = stack.cli("artifacts", "get", digest, check=False)
+    assert "deleted" in stack.cli("artifacts", "rm", digest, key=key).stdout
+    missing = stack.cli("artifacts", "get", digest, check=False, key=key)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

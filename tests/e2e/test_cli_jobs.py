@@ -5,7 +5,6 @@ SDK's upload of a path given as text."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import secrets
@@ -17,9 +16,9 @@ import httpx
 import pytest
 from safetensors.torch import load_file
 
-from executor import fixture
+from executor.models import fixture
 from infra.objectstore import credentials
-from services.artifacts.objects import s3_client
+from services.core.s3 import client as s3_client
 from tests.support import BIN, StackProcess, bearer, wait_for_job
 from trainyard import sdk
 
@@ -99,8 +98,8 @@ def test_a_download_that_does_not_verify_is_refused_and_leaves_nothing(
 ) -> None:
     sha256 = trained["result"]["checkpoint_sha256"]
     found = api.get(f"/v1/train/artifacts/{sha256}").json()
-    original = httpx.get(found["url"], headers=found["headers"]).content
-    key = base64.b64decode(found["headers"]["x-amz-server-side-encryption-customer-key"])
+    original = httpx.get(found["url"]).content
+    key = stack.object_key(org[0], sha256)
     store = s3_client(stack.info()["s3_endpoint"], *credentials(stack.home)[:2])
 
     def put(body: bytes) -> None:  # as the store would hold bytes gone bad, under the same key
@@ -134,7 +133,7 @@ def test_the_reads_of_a_job_print_what_a_user_needs(
     before = api.get("/v1/train/jobs").json()["total_size"]
     estimate = cli("jobs", "estimate", "--fixture", "--max-steps", "7").stdout.splitlines()
     assert estimate[0].startswith("plan       7 steps") and estimate[2].endswith("admitted")
-    assert estimate[3].startswith("price      $") and "authorized" in estimate[3]
+    assert estimate[3].startswith("price      $") and "held while it runs" in estimate[3]
     assert api.get("/v1/train/jobs").json()["total_size"] == before  # it created nothing
 
     dataset = cli("jobs", "dataset", job_id, "--limit", "2")
@@ -167,9 +166,7 @@ def test_a_refusal_prints_its_code_and_detail_in_two_plain_lines(cli: Any, tmp_p
         done = cli("jobs", command, "-f", "job.json")
         assert (done.returncode, done.stdout) == (1, "")
         first, second = done.stderr.splitlines()
-        assert (
-            first == "error: VALIDATION_ERROR: Field hyperparameters.colour is not a known field."
-        )
+        assert first == "error: INVALID_REQUEST: Field hyperparameters.colour is not a known field."
         assert second.startswith("  field: hyperparameters.colour; supported: num_train_epochs, ")
     bounded = cli("jobs", "create", "--fixture", "--max-steps", "0")
     assert bounded.returncode == 1
@@ -184,8 +181,10 @@ def test_an_upload_that_is_no_dataset_is_refused_and_not_kept(cli: Any, tmp_path
     done = cli("artifacts", "upload", "rows.jsonl")
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "error: DATASET_UNUSABLE: The dataset has a row that is not a chat.",
-        "  field: dataset.uri; line: 2",
+        "error: TRAINING_DATASET_UNUSABLE: Line 2 has messages[0].role that is not one of system, "
+        "user, assistant.",
+        "  field: dataset.uri; line: 2; problem: unknown_role; row_field: messages[0].role; "
+        "supported: system, user, assistant",
     ]
     assert hashlib.sha256(rows).hexdigest() not in cli("artifacts", "ls").stdout
 

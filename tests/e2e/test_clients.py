@@ -8,6 +8,7 @@ time answers its future, and a client whose executor dies reads `lost`."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import signal
@@ -23,7 +24,7 @@ import pytest
 import torch
 from peft import PeftModel
 
-from executor import fixture
+from executor.models import fixture
 from tests.e2e.test_metrics import metric
 from tests.support import StackProcess, alive, bearer, reason
 from trainyard import packing
@@ -130,7 +131,7 @@ def test_a_clients_loss_falls_over_twenty_rounds_and_its_history_and_charges_sho
     entries = org.member.get("/v1/train/ledger", params={"page_size": 100}).json()["entries"]
     charged = [e for e in entries if e["name"].startswith(f"client/{cid}/")]
     assert charged and len({e["name"] for e in charged}) == len(charged)
-    assert int(read["cost_micro_cents"]) == -sum(int(e["micro_cents"]) for e in charged)
+    assert read["cost_micro_cents"] == -sum(e["micro_cents"] for e in charged)
     # The claims process counts the calls its engines answered.
     done = metric(
         stack,
@@ -157,7 +158,7 @@ def test_a_replayed_call_answers_the_first_and_runs_once_and_clients_stay_apart(
     assert again["id"] == first["id"] and again["forward_backward"] == first["forward_backward"]
     other = {"seq": 1, "data": [{"model_input": {"text": "another batch"}}]}
     r = org.member.post(f"/v1/train/clients/{a}/forward_backward", json=other)
-    assert r.status_code == 409 and reason(r) == "IDEMPOTENCY_KEY_REUSED"
+    assert r.status_code == 409 and reason(r) == "idempotency_key_reused"
     org.member.post(
         f"/v1/train/clients/{a}/optim_step", json={"seq": 2, "adam_params": {"learning_rate": 0.01}}
     )
@@ -180,10 +181,13 @@ def test_a_replayed_call_answers_the_first_and_runs_once_and_clients_stay_apart(
 def test_the_limits_the_roles_and_the_bases_are_answered_by_name(
     stack: StackProcess, org: Org
 ) -> None:
-    r = org.member.post("/v1/train/clients", json={"base_model": BASE})
-    assert r.status_code == 403 and reason(r) == "PERMISSION_DENIED"
-    r = org.operator.post("/v1/train/clients", json={"base_model": "fixture-tiny-decider"})
-    assert r.status_code == 400 and reason(r) == "UNSUPPORTED_BASE"
+    # An org's member creates its own clients (the deployment's default); a machine's
+    # key may not.
+    machine = bearer(stack.create_key(org.name, "executor"))
+    r = httpx.post(f"{stack.url}/v1/train/clients", json={"base_model": BASE}, headers=machine)
+    assert r.status_code == 403 and reason(r) == "permission_denied"
+    r = org.member.post("/v1/train/clients", json={"base_model": "fixture-tiny-decider"})
+    assert r.status_code == 400 and reason(r) == "unsupported_base"
     assert r.json()["supported"] == [BASE]
     # The models list says which bases a client may load, from the check that refused it.
     models = {m["name"]: m for m in org.member.get("/v1/train/models").json()["models"]}
@@ -194,17 +198,17 @@ def test_the_limits_the_roles_and_the_bases_are_answered_by_name(
     r = org.operator.post(
         "/v1/train/clients", json={"base_model": BASE, "protect": {"suites": ["x"]}}
     )
-    assert r.status_code == 400 and reason(r) == "UNSUPPORTED_PROTECT"
+    assert r.status_code == 400 and reason(r) == "unsupported_protect"
     org.create()
     org.create()
     r = org.operator.post("/v1/train/clients", json={"base_model": BASE})
-    assert r.status_code == 503 and reason(r) == "ENGINE_FULL"
+    assert r.status_code == 503 and reason(r) == "engine_full"
     # Another org's client answers as an unknown one, to its calls too.
     cid = org.member.get("/v1/train/clients").json()["clients"][0]["id"]
     stranger = Org(stack)
     assert stranger.member.get(f"/v1/train/clients/{cid}").status_code == 404
     r = stranger.member.post(f"/v1/train/clients/{cid}/optim_step", json={})
-    assert r.status_code == 404 and reason(r) == "NOT_FOUND"
+    assert r.status_code == 404 and reason(r) == "not_found"
     # A bad input is refused by field and changes nothing.
     bad = {"data": [{"model_input": {"tokens": [1, 2]}, "loss_fn_inputs": {"target_tokens": [1]}}]}
     r = org.member.post(f"/v1/train/clients/{cid}/forward_backward", json=bad)
@@ -215,13 +219,13 @@ def test_the_limits_the_roles_and_the_bases_are_answered_by_name(
             "data": [{"model_input": {"tokens": [9999]}, "loss_fn_inputs": {"target_tokens": [1]}}]
         },
     )
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR"
+    assert r.status_code == 400 and reason(r) == "invalid_request"
     assert org.member.get(f"/v1/train/clients/{cid}").json().get("loss_history", []) == []
     # Deleted, it frees its slot at once.
     deleted = org.member.delete(f"/v1/train/clients/{cid}").json()
     assert deleted["status"] == "deleted"
     r = org.member.post(f"/v1/train/clients/{cid}/optim_step", json={})
-    assert r.status_code == 409 and reason(r) == "CLIENT_GONE"
+    assert r.status_code == 409 and reason(r) == "client_gone"
     org.create()
 
 
@@ -229,11 +233,14 @@ def test_a_call_past_its_wait_answers_its_future_and_saved_weights_reload_to_its
     stack: StackProcess, org: Org, tmp_path: Path
 ) -> None:
     cid = org.create()["id"]
-    r = org.member.post(f"/v1/train/clients/{cid}/forward_backward", json={"wait": 0, **batch()})
-    assert r.status_code in (200, 202), r.text
+    # The second call, sent first, runs only after the first: it cannot have ended.
+    r = org.member.post(
+        f"/v1/train/clients/{cid}/forward_backward", json={"seq": 2, "wait": 0, **batch()}
+    )
+    assert r.status_code == 202, r.text
     future = r.json()
-    if r.status_code == 202:
-        assert future["status"] in ("queued", "running") and "forward_backward" not in future
+    assert future["status"] == "queued" and "forward_backward" not in future
+    org.call(cid, "forward_backward", {"seq": 1, **batch()})
     done = org.member.get(f"/v1/train/futures/{future['id']}", params={"wait": 60}).json()
     assert done["status"] == "done" and done["forward_backward"]["loss"] > 0
     org.call(cid, "optim_step", {})
@@ -272,7 +279,13 @@ def test_the_cli_creates_lists_shows_and_deletes_clients(stack: StackProcess, or
     assert len(shown["loss_history"]) == 1
     gone = stack.cli("clients", "delete", client["id"], key=member).stdout
     assert gone.split() == [client["id"], "deleted"]
-    refused = stack.cli("clients", "create", "--org", org.name, key=member, check=False)
+    # A member creates the org's own (the deployment's default); a machine's key may not.
+    own = json.loads(stack.cli("clients", "create", key=member).stdout)
+    assert own["status"] == "ready"
+    gone = stack.cli("clients", "delete", own["id"], key=member).stdout
+    assert gone.split() == [own["id"], "deleted"]
+    machine = stack.create_key(org.name, "executor")
+    refused = stack.cli("clients", "create", key=machine, check=False)
     assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr
 
 
@@ -306,5 +319,137 @@ def test_a_client_whose_executor_is_killed_reads_lost(stack: StackProcess, org: 
         time.sleep(0.2)
     assert read["status"] == "lost" and read["reason"] == "executor_lost", read
     r = org.member.post(f"/v1/train/clients/{cid}/optim_step", json={})
-    assert r.status_code == 409 and reason(r) == "CLIENT_GONE"
+    assert r.status_code == 409 and reason(r) == "client_gone"
     assert not alive(pid)
+
+
+def rounds(org: Org, cid: str, n: int) -> list[float]:
+    losses = []
+    for _ in range(n):
+        losses.append(org.call(cid, "forward_backward", batch())["loss"])
+        org.call(cid, "optim_step", {"adam_params": {"learning_rate": 0.004}})
+    return losses
+
+
+def test_a_client_from_a_saved_state_with_its_optimizer_continues_as_if_uninterrupted(
+    stack: StackProcess, org: Org
+) -> None:
+    first = org.create(lora_config={"rank": 4, "alpha": 8, "seed": 5})
+    cid = first["id"]
+    before = rounds(org, cid, 3)
+    state = org.call(cid, "save_weights", {"name": "ckpt", "kind": "state"})
+    assert (state["kind"], state["optimizer"], state["step"]) == ("state", True, 3)
+    adapter = org.call(cid, "save_weights", {"name": "weights"})
+    assert adapter["kind"] == "lora" and not adapter.get("optimizer")
+    # Both are lora objects of the org, as any adapter is.
+    stored = org.member.get(f"/v1/train/artifacts/{state['sha256']}").json()
+    assert stored["kind"] == "lora" and stored["meta"]["client"] == cid
+    uninterrupted = before + rounds(org, cid, 2)
+    org.member.delete(f"/v1/train/clients/{cid}")
+
+    # The shape is the saved one's, filled in; a shape of its own is refused by name.
+    r = org.operator.post(
+        "/v1/train/clients",
+        json={"base_model": BASE, "from": state["sha256"], "lora_config": {"rank": 8}},
+    )
+    assert r.status_code == 400 and reason(r) == "incompatible_adapters"
+    assert r.json()["fields"] == ["lora_config.rank"]
+    r = org.operator.post(
+        "/v1/train/clients",
+        json={"base_model": BASE, "from": adapter["sha256"], "with_optimizer": True},
+    )
+    assert r.status_code == 400 and r.json()["fields"] == ["with_optimizer"]
+    stranger = Org(stack)
+    r = stranger.operator.post(
+        "/v1/train/clients", json={"base_model": BASE, "from": state["sha256"]}
+    )
+    assert r.status_code == 400 and r.json()["fields"] == ["from"]
+    assert state["sha256"] not in r.text
+    listed = org.member.get("/v1/train/clients", params={"status": "ready"}).json()
+    assert listed.get("clients", []) == []
+
+    resumed = org.create(**{"from": state["sha256"], "with_optimizer": True})
+    assert resumed["from"] == state["sha256"] and resumed["with_optimizer"] is True
+    assert (resumed["adaptation"]["rank"], resumed["adaptation"]["alpha"]) == (4, 8)
+    after = rounds(org, resumed["id"], 2)
+    assert before + after == pytest.approx(uninterrupted, rel=1e-5)
+    assert org.member.get(f"/v1/train/clients/{resumed['id']}").json()["step"] == 5
+    # From the adapter alone, the optimizer starts afresh: the first loss is the same, the
+    # second is not.
+    org.member.delete(f"/v1/train/clients/{resumed['id']}")
+    fresh = org.create(**{"from": adapter["sha256"]})
+    assert fresh["from"] == adapter["sha256"] and not fresh.get("with_optimizer")
+    again = rounds(org, fresh["id"], 2)
+    assert again[0] == pytest.approx(uninterrupted[3], rel=1e-5)
+    assert again[1] != pytest.approx(uninterrupted[4], rel=1e-5)
+
+
+def test_forward_rl_losses_and_prompt_logprobs_through_the_sdk(
+    stack: StackProcess, org: Org
+) -> None:
+    from trainyard.client.v1 import client_pb2
+
+    operator = stack.create_key("ops", "operator")
+    member = org.member.headers["authorization"].removeprefix("Bearer ")
+    tokens, targets = [BOS, *TEXT.encode()[:12]], [*TEXT.encode()[:12], EOS]
+    with Client(stack.url, operator) as ops, Client(stack.url, member) as sdk:
+        cid = ops.create_training_client(BASE, seed=2, org=org.name).id
+        with sdk.training_client(cid) as tc:
+            datum = {
+                "model_input": {"tokens": tokens},
+                "loss_fn_inputs": {"target_tokens": targets},
+            }
+            forward = tc.forward([datum]).result()
+            assert tc.forward([datum]).result().loss == forward.loss
+            # A forward keeps no gradient: a step after it moves nothing.
+            tc.optim_step({"learning_rate": 0.1}).result()
+            assert tc.forward([datum]).result().loss == pytest.approx(forward.loss, rel=1e-6)
+            logprobs = list(forward.loss_fn_outputs[0].logprobs)
+            sampled = [lp - 0.25 for lp in logprobs]
+            advantages = [1.0 if i % 2 else -0.5 for i in range(len(tokens))]
+            rl = client_pb2.Datum(
+                model_input=client_pb2.ModelInput(tokens=tokens),
+                loss_fn_inputs=client_pb2.LossFnInputs(
+                    target_tokens=targets, logprobs=sampled, advantages=advantages
+                ),
+            )
+            expected = -sum(
+                math.exp(lp - q) * a for lp, q, a in zip(logprobs, sampled, advantages, strict=True)
+            )
+            out = tc.forward_backward([rl], "importance_sampling").result()
+            assert out.loss == pytest.approx(expected, rel=1e-4)
+            assert sum(out.loss_fn_outputs[0].elementwise_loss) == pytest.approx(expected, rel=1e-4)
+            # exp(0.25) is past 1.2: PPO clips the ratio where the advantage is positive.
+            clipped = -sum(
+                min(math.exp(lp - q) * a, min(max(math.exp(lp - q), 0.8), 1.2) * a)
+                for lp, q, a in zip(logprobs, sampled, advantages, strict=True)
+            )
+            ppo = tc.forward_backward([rl], "ppo").result()
+            assert ppo.loss == pytest.approx(clipped, rel=1e-4) and ppo.loss != pytest.approx(
+                expected, rel=1e-3
+            )
+            tc.optim_step({"learning_rate": 0.01}).result()
+            scored = tc.forward([datum]).result().loss_fn_outputs[0].logprobs
+            answer = tc.sample(
+                [*tokens, EOS],
+                sampling_params={"max_tokens": 1, "seed": 1},
+                prompt_logprobs=True,
+                topk_prompt_logprobs=2,
+            ).result()
+            assert math.isnan(answer.prompt_logprobs[0])
+            assert list(answer.prompt_logprobs[1:]) == pytest.approx(list(scored), abs=1e-4)
+            assert len(answer.topk_prompt_logprobs) == len(tokens) + 1
+            assert [len(t.token_ids) for t in answer.topk_prompt_logprobs] == [0] + [2] * len(
+                tokens
+            )
+            # Over REST the first prompt logprob is NaN as proto JSON writes it.
+            r = org.member.post(
+                f"/v1/train/clients/{cid}/sample",
+                json={
+                    "prompt": {"tokens": tokens},
+                    "prompt_logprobs": True,
+                    "sampling_params": {"max_tokens": 1},
+                },
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["sample"]["prompt_logprobs"][0] == "NaN"

@@ -159,7 +159,7 @@ def test_a_job_made_from_the_form_after_its_estimate_is_cancelled_from_its_page(
 def test_a_bad_key_shows_the_apis_code_and_detail(stack: StackProcess, page: Page) -> None:
     sign_in(page, stack, "ty_not-a-key")
     error = page.locator(".error")
-    expect(error).to_have_attribute("data-code", "UNAUTHENTICATED")
+    expect(error).to_have_attribute("data-code", "unauthenticated")
     expect(error.locator(".detail")).not_to_be_empty()
     expect(page.locator("#api-key")).to_be_visible()
 

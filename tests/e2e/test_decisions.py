@@ -101,7 +101,7 @@ def test_projection_keeps_the_protected_suites_where_the_unprotected_readout_bre
             f"/v1/train/jobs/{unprotected['id']}/publish",
             json={"name": "triage-raw", "route": {"keys": ["queue-raw"]}},
         )
-        assert (refused.status_code, refused.json()["code"]) == (409, "INVALID_TRANSITION")
+        assert (refused.status_code, refused.json()["code"]) == (409, "invalid_transition")
         forced = api.post(
             f"/v1/train/jobs/{unprotected['id']}/publish",
             json={"name": "triage-raw", "route": {"keys": ["queue-raw"]}, "force": True},
@@ -111,7 +111,7 @@ def test_projection_keeps_the_protected_suites_where_the_unprotected_readout_bre
             f"/v1/train/jobs/{unprotected['id']}/publish",
             json={"name": "triage-again", "route": {"keys": ["queue"]}, "force": True},
         )
-        assert (conflict.status_code, conflict.json()["code"]) == (409, "ROUTE_CONFLICT")
+        assert (conflict.status_code, conflict.json()["code"]) == (409, "route_conflict")
 
 
 def test_a_decision_job_over_the_cli_prints_its_grades_and_verdict(
@@ -157,7 +157,7 @@ def test_uploaded_decision_rows_train_and_a_bad_line_is_named(stack: StackProces
         ).json()
         httpx.put(grant["upload"]["url"], content=bad, headers=grant["upload"]["headers"])
         refused = api.post(f"/v1/train/artifacts/{digest}/confirm", json={})
-        assert (refused.status_code, refused.json()["code"]) == (422, "DATASET_UNUSABLE")
+        assert (refused.status_code, refused.json()["code"]) == (422, "training_dataset_unusable")
         assert "121" in refused.json()["detail"] and "two questions" not in refused.text
         assert api.get(f"/v1/train/artifacts/{digest}").status_code == 404
 

@@ -18,6 +18,7 @@ from services.core.store import open_store
 from services.core.tables import EventRow, MetricRow
 from tests.support import StackProcess, alive, bearer, wait_for_job
 
+ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 JOB = {
     "base_model": "fixture-tiny-llm",
     "dataset": {"uri": "fixture:synthetic-tiny-v1"},
@@ -146,3 +147,38 @@ def test_killing_claim_service_mid_task_loses_no_acknowledged_event(
     assert acked_metrics - stored == set()  # nothing acknowledged was lost
     assert stored - sent == set()  # nothing was stored that was not sent
     assert len(recorded) == len(set(recorded))  # and every event is there exactly once
+
+
+def test_an_executor_restarted_after_a_kill_ends_the_job_it_held_at_once(
+    tmp_path: Path,
+) -> None:
+    """The deployment's lease is ten minutes; the executor the supervisor starts again says
+    in its hello which task its killed process held, so the job fails `executor_lost` as
+    soon as it connects, not when the lease lapses. (A stack of its own: the killed task's
+    work directory stays the while a failed task's does, which no other test should find.)"""
+    stack = StackProcess(tmp_path / "home").start()
+    try:
+        restarted_ends_at_once(stack)
+    finally:
+        stack.stop()
+
+
+def restarted_ends_at_once(stack: StackProcess) -> None:
+    client = httpx.Client(base_url=stack.url, headers=bearer(stack.create_key("acme")), timeout=30)
+    body = {**JOB, "hyperparameters": {"max_steps": 100}}
+    job = client.post("/v1/train/jobs", json=body).json()
+    wait_for_job(
+        client,
+        job["id"],
+        lambda j: j["status"] == "running" and j.get("progress", {}).get("step", 0) >= 2,
+    )
+    before = stack.info()["pids"]["executor"]
+    os.kill(before, signal.SIGKILL)
+    lost = wait_for_job(client, job["id"], lambda j: j["status"] == "failed", timeout=120)
+    assert (lost["failure_code"], lost["failure_category"]) == ("executor_lost", "executor")
+    assert lost["progress"]["step"] < 100
+    # The executor started again trains the next job.
+    again = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 2}})
+    done = wait_for_job(client, again.json()["id"], lambda j: j["status"] in ENDED)
+    assert done["status"] == "succeeded", done
+    client.close()

@@ -69,7 +69,7 @@ def test_a_job_from_a_clients_adapter_trains_on_from_it_and_holds_it(
     assert (created["adaptation"]["rank"], created["adaptation"]["alpha"]) == (4, 8)
     assert created["adaptation"]["targets"] == ["q_proj"]
     busy = api.delete(f"/v1/train/artifacts/{sha}")
-    assert busy.status_code == 409 and reason(busy) == "IN_USE"
+    assert busy.status_code == 409 and reason(busy) == "in_use"
     done = wait_for_job(api, created["id"], lambda j: j["status"] in ("succeeded", "failed"))
     assert done["status"] == "succeeded", done.get("failure_code")
     gone = api.delete(f"/v1/train/artifacts/{sha}")
@@ -87,12 +87,12 @@ def test_a_from_that_is_no_adapter_for_the_job_is_refused_by_name(
     }
     unknown = "ab" * 32
     r = api.post("/v1/train/jobs", json={**base, "from": unknown})
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR"
+    assert r.status_code == 400 and reason(r) == "invalid_request"
     assert unknown not in r.text and "from" in r.text
     sha = saved_adapter(api, operator)
     r = api.post("/v1/train/jobs", json={**base, "from": sha, "adaptation": {"rank": 8}})
-    assert r.status_code == 400 and reason(r) == "INCOMPATIBLE_ADAPTERS"
+    assert r.status_code == 400 and reason(r) == "incompatible_adapters"
     r = api.post("/v1/train/jobs", json={**base, "from": sha, "adaptation": {"mode": "full"}})
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR"
+    assert r.status_code == 400 and reason(r) == "invalid_request"
     r = api.post("/v1/train/jobs", json={"base_model": BASE, "from": sha})
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR" and "dataset.uri" in r.text
+    assert r.status_code == 400 and reason(r) == "invalid_request" and "dataset.uri" in r.text

@@ -33,7 +33,7 @@ def test_create_the_example_body_and_read_it_back(api: httpx.Client) -> None:
         19,
         8,
     )
-    assert (job["train_examples"], job["eval_examples"]) == (152, 8)
+    assert (job["train_examples"], job["eval_examples"]) == (148, 12)  # the split by identity
     assert job["adaptation"] == {"mode": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"],
                                  "basis": "", "sources": [], "chose": ""}  # fmt: skip
     assert job["idempotency_key"] == "nightly-42" and job["requested_by"] == "ci"
@@ -50,17 +50,17 @@ def test_create_the_example_body_and_read_it_back(api: httpx.Client) -> None:
 
 def test_an_unknown_field_is_refused_not_dropped(api: httpx.Client) -> None:
     r = api.post("/v1/train/jobs", json={**FIXTURE, "callback_url": "https://evil.example/hook"})
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR"
+    assert r.status_code == 400 and reason(r) == "invalid_request"
     # The field is named by its path, its value never.
     assert "evil.example" not in r.text and "Field callback_url " in r.text
     nested = api.post("/v1/train/jobs", json={**FIXTURE, "hyperparameters": {"colour": "blue"}})
-    assert nested.status_code == 400 and reason(nested) == "VALIDATION_ERROR"
+    assert nested.status_code == 400 and reason(nested) == "invalid_request"
     assert "hyperparameters.colour" in nested.text and "blue" not in nested.text
 
 
 def test_a_status_filter_outside_the_statuses_is_refused_with_them(api: httpx.Client) -> None:
     r = api.get("/v1/train/jobs", params={"status": "SUCCEEDED"})
-    assert r.status_code == 400 and reason(r) == "VALIDATION_ERROR"
+    assert r.status_code == 400 and reason(r) == "invalid_request"
     assert "succeeded" in r.json()["supported"] and "SUCCEEDED" not in r.text
 
 
@@ -69,7 +69,7 @@ def test_the_same_key_with_another_shape_is_409(api: httpx.Client) -> None:
     r = api.post(
         "/v1/train/jobs", json={**PARKED, "idempotency_key": "k1", "requested_by": "other"}
     )
-    assert r.status_code == 409 and reason(r) == "IDEMPOTENCY_KEY_REUSED"
+    assert r.status_code == 409 and reason(r) == "idempotency_key_reused"
 
 
 def test_list_pages_with_tokens_and_totals(api: httpx.Client) -> None:
@@ -83,7 +83,7 @@ def test_list_pages_with_tokens_and_totals(api: httpx.Client) -> None:
     bad = api.get(
         "/v1/train/jobs", params={"page_token": first["next_page_token"], "status": "failed"}
     )
-    assert bad.status_code == 400 and reason(bad) == "VALIDATION_ERROR"
+    assert bad.status_code == 400 and reason(bad) == "invalid_request"
 
 
 def test_cancel_retry_and_the_event_record(api: httpx.Client) -> None:
@@ -137,12 +137,12 @@ def test_the_snapshot_pages_and_items(api: httpx.Client) -> None:
     page = api.get(
         f"/v1/train/jobs/{job['id']}/dataset", params={"offset": 0, "limit": 25, "split": "eval"}
     ).json()
-    assert page["total"] == 8 and len(page["items"]) == 8 and page["has_more"] is False
+    assert page["total"] == 12 and len(page["items"]) == 12 and page["has_more"] is False
     # The preview answers each example's messages (the job's `chats` too), not just a count.
     assert [m["role"] for m in page["items"][0]["messages"]] == ["user", "assistant"]
     assert read["chats"][0]["messages"][0]["content"].startswith("Reverse:")
     searched = api.get(f"/v1/train/jobs/{job['id']}/dataset", params={"search": "upper"}).json()
-    assert searched["search_applied"] is True and "total" not in searched
+    assert searched["search_applied"] is True and searched["total"] is None
     item = api.get(f"/v1/train/jobs/{job['id']}/dataset/{searched['items'][0]['id']}").json()
     assert item["messages"][0]["content"].startswith("Uppercase:")
     too_many = api.get(f"/v1/train/jobs/{job['id']}/dataset", params={"limit": 500}).json()
@@ -162,7 +162,7 @@ def test_estimate_answers_the_plan_and_the_duration_admission(api: httpx.Client)
 def test_another_orgs_job_is_404(api: httpx.Client, stack: StackProcess, member_key: str) -> None:
     job = api.post("/v1/train/jobs", json=PARKED).json()
     r = httpx.get(f"{stack.url}/v1/train/jobs/{job['id']}", headers=bearer(member_key))
-    assert r.status_code == 404 and reason(r) == "NOT_FOUND"
+    assert r.status_code == 404 and reason(r) == "not_found"
 
 
 # -- a thousand bad bodies ---------------------------------------------------------------------
@@ -220,7 +220,7 @@ def test_a_thousand_bad_bodies_each_get_a_stable_reason_and_echo_nothing(
 ) -> None:  # type: ignore[type-arg]
     r = api.post("/v1/train/jobs", json=body)
     assert 400 <= r.status_code < 500, r.text
-    assert reason(r) in errors.REASONS
+    assert reason(r).upper() in errors.REASONS
     for sent in _strings(body):
         if sent.startswith("Qx7"):
             assert sent not in r.text
@@ -231,11 +231,9 @@ def test_a_thousand_bad_bodies_each_get_a_stable_reason_and_echo_nothing(
 
 def test_the_cli_creates_lists_cancels_watches_and_retries(stack: StackProcess) -> None:
     key = stack.create_key(f"cli-{secrets.token_hex(3)}", "member")
-    env = {"TRAINYARD_API_KEY": key}
 
     def cli(*args: str) -> str:
-        stack.env.update(env)
-        return stack.cli(*args).stdout
+        return stack.cli(*args, key=key).stdout
 
     spec = stack.home.parent / "parked.json"
     spec.write_text(json.dumps(PARKED))
@@ -247,5 +245,5 @@ def test_the_cli_creates_lists_cancels_watches_and_retries(stack: StackProcess) 
     watched = cli("jobs", "watch", job["id"])
     assert f"{job['id']} cancelled" in watched and "model_available false" in watched
     assert "attempt 2" in cli("jobs", "retry", job["id"], "--key", "cli-retry")
-    refused = stack.cli("jobs", "get", "job_0000000000000000", check=False)
+    refused = stack.cli("jobs", "get", "job_0000000000000000", check=False, key=key)
     assert refused.returncode == 1 and "NOT_FOUND" in refused.stderr

@@ -82,7 +82,7 @@ def test_a_job_created_over_rest_is_counted_by_method_code_and_state(
 
     assert grew("trainyard_rpc_handled_total", **created) == 1
     assert grew("trainyard_rpc_duration_seconds_count", service=JOBS, method="CreateJob") == 2
-    refusal = {"code": "INVALID_ARGUMENT", "reason": "VALIDATION_ERROR"}
+    refusal = {"code": "INVALID_ARGUMENT", "reason": "INVALID_REQUEST"}
     assert grew("trainyard_rpc_handled_total", method="CreateJob", **refusal) == 1
     assert grew("trainyard_jobs") == 1  # the refused one was never a job
     assert value(after, "trainyard_jobs", state=job["status"]) >= 1

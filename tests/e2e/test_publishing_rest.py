@@ -32,7 +32,7 @@ def test_a_trained_checkpoint_is_published_kept_and_not_a_capability(stack: Stac
     path = f"/v1/train/jobs/{job['id']}/publish"
 
     routed = member.post(path, json={"route": {"keys": ["topic"]}})
-    assert routed.status_code == 400 and reason(routed) == "VALIDATION_ERROR"
+    assert routed.status_code == 400 and reason(routed) == "invalid_request"
     assert routed.json()["fields"] == ["route"] and "topic" not in routed.text
 
     answer = member.post(path, json={})
@@ -54,11 +54,11 @@ def test_a_trained_checkpoint_is_published_kept_and_not_a_capability(stack: Stac
         member.delete(f"/v1/train/artifacts/{digest}"),
         member.delete(f"/v1/train/jobs/{job['id']}/artifacts/{digest}"),
     ):
-        assert deleted.status_code == 409 and reason(deleted) == "PUBLISHED"
+        assert deleted.status_code == 409 and reason(deleted) == "published"
     assert member.get(f"/v1/train/artifacts/{digest}").json()["published"] is True
 
     refused = member.get("/v1/train/published")
-    assert refused.status_code == 403 and reason(refused) == "PERMISSION_DENIED"
+    assert refused.status_code == 403 and reason(refused) == "permission_denied"
     listed = platform.get("/v1/train/published")
     assert listed.status_code == 200, listed.text
     body = listed.json()

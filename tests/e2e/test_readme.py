@@ -71,7 +71,19 @@ def test_the_readme_has_snippets_and_each_not_run_says_why() -> None:
 PROLOGUE = 'set -a\ncurl() { command curl --fail-with-body "$@"; }\n'
 
 
-def test_every_readme_snippet_runs_as_written(user: tuple[StackProcess, Path]) -> None:
+@dataclasses.dataclass
+class Shell:
+    """The user's one shell across the snippets: its environment so far, and the first
+    snippet that failed (the ones after it would fail for its sake, not their own)."""
+
+    stack: StackProcess
+    work: Path
+    env: dict[str, str]
+    failed: Snippet | None = None
+
+
+@pytest.fixture(scope="module")
+def shell(user: tuple[StackProcess, Path]) -> Shell:
     stack, work = user
     env = {
         **stack.env,
@@ -80,18 +92,28 @@ def test_every_readme_snippet_runs_as_written(user: tuple[StackProcess, Path]) -
         "TRAINYARD_API_KEY": stack.admin_key(),
     }
     env.pop("VIRTUAL_ENV", None)
-    kept = work / ".snippet-env"
-    for snippet in snippets():
-        if snippet.skipped:
-            continue
-        code = re.sub(r"(127\.0\.0\.1|localhost):8080", f"127.0.0.1:{stack.port}", snippet.code)
-        if snippet.lang == "sh":
-            argv = ["bash", "-euo", "pipefail", "-c", f"{PROLOGUE}{code}\nenv -0 > {kept}\n"]
-        else:
-            argv = [str(work / ".venv" / "bin" / "python"), "-c", code]
-        done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, (
-            f"{snippet} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
-        if snippet.lang == "sh":
-            env = dict(item.split("=", 1) for item in kept.read_text().split("\0") if "=" in item)
+    return Shell(stack, work, env)
+
+
+# One item a snippet, in the README's order, so a failure names its snippet.
+@pytest.mark.parametrize(
+    "snippet", [s for s in snippets() if not s.skipped], ids=lambda s: f"line{s.line}-{s.lang}"
+)
+def test_the_readme_snippet_runs_as_written(shell: Shell, snippet: Snippet) -> None:
+    if shell.failed is not None:
+        pytest.skip(f"{shell.failed} failed before it")
+    shell.failed = snippet
+    kept = shell.work / ".snippet-env"
+    code = re.sub(r"(127\.0\.0\.1|localhost):8080", f"127.0.0.1:{shell.stack.port}", snippet.code)
+    if snippet.lang == "sh":
+        argv = ["bash", "-euo", "pipefail", "-c", f"{PROLOGUE}{code}\nenv -0 > {kept}\n"]
+    else:
+        argv = [str(shell.work / ".venv" / "bin" / "python"), "-c", code]
+    done = subprocess.run(
+        argv, cwd=shell.work, env=shell.env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, f"{snippet} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    if snippet.lang == "sh":
+        pairs = (item.split("=", 1) for item in kept.read_text().split("\0") if "=" in item)
+        shell.env = dict(pairs)  # type: ignore[arg-type]
+    shell.failed = None

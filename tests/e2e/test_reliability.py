@@ -15,8 +15,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from services.core.object_tables import ObjectRow
 from services.core.store import open_store
-from services.core.tables import ObjectRow
 from tests.support import StackProcess, reason, wait_for_job
 
 FIXTURE = {
@@ -180,7 +180,7 @@ def test_a_retry_runs_the_snapshot_after_its_upload_is_deleted(short_stack: Stac
     job = wait_for_job(client, client.post("/v1/train/jobs", json=body).json()["id"], ended)
     assert job["status"] == "succeeded"
     refused = client.post(f"/v1/train/jobs/{job['id']}/retry", headers={"Idempotency-Key": "again"})
-    assert refused.status_code == 409 and reason(refused) == "INVALID_TRANSITION"
+    assert refused.status_code == 409 and reason(refused) == "invalid_transition"
 
     cancelled = client.post("/v1/train/jobs", json={**body, "hyperparameters": {"max_steps": 40}})
     cancelled_id = cancelled.json()["id"]
@@ -220,6 +220,14 @@ def test_a_cancel_while_preparing_reaches_the_executor(scripted_stack: StackProc
     assert (done["status"], done["model_available"]) == ("cancelled", False)
     (attempt,) = client.get(f"/v1/train/jobs/{job_id}/attempts").json()["attempts"]
     assert attempt["status"] == "cancelled"
+    # Only training is charged (`002_…`): an attempt the cancel stopped before its loop
+    # began costs nothing; one whose trainer had begun (its `started_time`) costs its
+    # seconds from then, however few. Which of the two the cancel meets is the executor's.
+    metered = done["timing"]["metered_device_seconds"]
+    if attempt.get("started_time") is None:
+        assert float(done["cost_credits"]) == 0 and metered == 0
+    else:
+        assert metered >= 1 and float(done["cost_credits"]) > 0
     events = client.get(f"/v1/train/jobs/{job_id}/events").json()["events"]
     moves = [e["status"] for e in events if e["type"] == "transition"]
     assert moves[-2:] == ["cancelling", "cancelled"]

@@ -52,20 +52,28 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
 
 
+def envoy_admin(stack: StackProcess) -> httpx.Client:
+    """Envoy's admin, on its unix socket (the loopback port serves only metrics)."""
+    uds = httpx.HTTPTransport(uds=stack.info()["admin_socket"])
+    return httpx.Client(transport=uds, base_url="http://envoy", timeout=10)
+
+
 def envoy_hosts(stack: StackProcess) -> dict[str, dict[int, str]]:
     """Each cluster's hosts as Envoy sees them: port → health flags."""
-    text = httpx.get(f"http://127.0.0.1:{stack.info()['admin_port']}/clusters").text
+    with envoy_admin(stack) as admin:
+        text = admin.get("/clusters").text
     hosts: dict[str, dict[int, str]] = {}
     for line in text.splitlines():
         cluster, address, *rest = line.split("::")
-        if rest[:1] == ["health_flags"]:
+        # The services' clusters; not `admin`, the metrics listener's way to the admin socket.
+        if rest[:1] == ["health_flags"] and cluster != "admin":
             hosts.setdefault(cluster, {})[int(address.rsplit(":", 1)[1])] = rest[1]
     return hosts
 
 
 def envoy_stat(stack: StackProcess, name: str) -> int:
-    admin = f"http://127.0.0.1:{stack.info()['admin_port']}"
-    text = httpx.get(f"{admin}/stats", params={"filter": f"^{name}$"}).text
+    with envoy_admin(stack) as admin:
+        text = admin.get("/stats", params={"filter": f"^{name}$"}).text
     (line,) = text.splitlines()
     return int(line.split(": ")[1])
 
@@ -85,8 +93,11 @@ def test_each_replica_is_a_process_of_its_own_behind_the_gateway(stack: StackPro
             run = stack.home / "run"
             assert (run / f"{name}.port").read_text().strip() == str(port)
             assert httpx.get(info["metrics"][name], timeout=10).status_code == 200
-    # Envoy balances over both replicas of each service, both passing its health check.
+    # Envoy balances over both replicas of each service, both passing its health check;
+    # the Tinker wire is one process whatever the replicas.
     want = {s: dict.fromkeys(info["replicas"][s].values(), "healthy") for s in SERVICES}
+    assert list(info["replicas"]["tinker"]) == ["tinker"]
+    want["tinker"] = dict.fromkeys(info["replicas"]["tinker"].values(), "healthy")
     eventually(lambda: envoy_hosts(stack), lambda hosts: hosts == want, "envoy's hosts")
 
     shown = stack.cli("status").stdout

@@ -35,7 +35,7 @@ def org(stack: StackProcess) -> dict[str, httpx.Client]:
 
 def test_a_known_path_with_another_method_is_405_with_allow(api: httpx.Client) -> None:
     answer = api.put("/v1/train/jobs")
-    assert answer.status_code == 405 and reason(answer) == "METHOD_NOT_ALLOWED"
+    assert answer.status_code == 405 and reason(answer) == "method_not_allowed"
     assert answer.headers["allow"] == "GET, POST"
     assert api.delete("/v1/train/jobs/job_0123456789abcdef/cancel").headers["allow"] == "POST"
 
@@ -58,7 +58,7 @@ def test_an_empty_claim_is_204_and_a_lease_not_held_is_409(
         f"/v1/train/jobs/{job['id']}/events",
         json={"task": task["id"], "lease": "trl_not-the-lease", "events": []},
     )
-    assert lost.status_code == 409 and reason(lost) == "LEASE_LOST"
+    assert lost.status_code == 409 and reason(lost) == "lease_lost"
     held = executor.post(
         f"/v1/train/jobs/{job['id']}/events",
         json={"task": task["id"], "lease": task["lease"], "events": []},
@@ -78,22 +78,25 @@ def test_refusals_of_a_create_carry_the_seeds_statuses(api: httpx.Client) -> Non
         "/v1/train/jobs",
         json={**body, "idempotency_key": key, "hyperparameters": {"max_steps": 3}},
     )
-    assert reused.status_code == 409 and reason(reused) == "IDEMPOTENCY_KEY_REUSED"
+    assert reused.status_code == 409 and reason(reused) == "idempotency_key_reused"
     tagged = {**body, "dataset": {**body["dataset"], "tags": ["no-such-tag"]}}
     unknown_tag = api.post("/v1/train/jobs", json=tagged)
-    assert unknown_tag.status_code == 422 and reason(unknown_tag) == "DATASET_SELECTION_INVALID"
+    assert (
+        unknown_tag.status_code == 422
+        and reason(unknown_tag) == "training_dataset_selection_invalid"
+    )
     assert "no-such-tag" not in unknown_tag.text
     hp = {"num_train_epochs": 100, "max_seq_length": 2048, "per_device_train_batch_size": 1,
           "gradient_accumulation_steps": 1}  # fmt: skip
     duration = api.post("/v1/train/jobs", json={**body, "hyperparameters": hp})
-    assert duration.status_code == 422 and reason(duration) == "DURATION_EXCEEDS_LIMIT"
+    assert duration.status_code == 422 and reason(duration) == "training_duration_exceeds_limit"
 
 
 def test_a_choice_refusal_names_the_field_and_the_supported_set(api: httpx.Client) -> None:
     body = {"base_model": "no-such-model", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
     answer = api.post("/v1/train/jobs", json=body)
     problem = answer.json()
-    assert answer.status_code == 400 and reason(answer) == "VALIDATION_ERROR"
+    assert answer.status_code == 400 and reason(answer) == "unsupported_base"
     assert problem["fields"] == ["base_model"] and "fixture-tiny-llm" in problem["supported"]
     assert "no-such-model" not in answer.text
 
@@ -111,13 +114,13 @@ def test_an_upload_in_use_is_409(api: httpx.Client) -> None:
            "resources": {"budget": 100}}  # fmt: skip
     assert api.post("/v1/train/jobs", json=job).status_code == 200
     busy = api.delete(f"/v1/train/artifacts/{sha256}")
-    assert busy.status_code == 409 and reason(busy) == "IN_USE"
+    assert busy.status_code == 409 and reason(busy) == "in_use"
 
 
 def test_empty_query_values_mean_unset_and_a_bad_value_is_named(api: httpx.Client) -> None:
     assert api.get("/v1/train/jobs?status=&page_size=").status_code == 200
     bad = api.get("/v1/train/jobs?page_size=many")
-    assert bad.status_code == 400 and reason(bad) == "VALIDATION_ERROR"
+    assert bad.status_code == 400 and reason(bad) == "invalid_request"
     assert bad.json()["fields"] == ["page_size"] and "many" not in bad.text
 
 
@@ -125,9 +128,9 @@ def test_envoys_own_answers_are_problem_documents(api: httpx.Client) -> None:
     malformed = api.post(
         "/v1/train/jobs", content=b"{not json", headers={"content-type": "application/json"}
     )
-    assert malformed.status_code == 400 and reason(malformed) == "MALFORMED_JSON"
+    assert malformed.status_code == 400 and reason(malformed) == "malformed_json"
     nowhere = api.get("/v1/train/nowhere")
-    assert nowhere.status_code == 404 and reason(nowhere) == "NOT_FOUND"
+    assert nowhere.status_code == 404 and reason(nowhere) == "not_found"
 
 
 def test_grpc_clients_keep_the_status_and_see_no_rest_face(

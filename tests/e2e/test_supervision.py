@@ -4,6 +4,7 @@ stack with a line that names it; and the gateway keeps an idle executor's stream
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -91,7 +92,7 @@ def train_through_a_kill(stack: StackProcess, part: str) -> dict[str, Any]:
     assert f"{part} exited (-9); restarting it" in log and f"{part} restarted (pid {new})" in log
     # The model it made reads back from the object store.
     artifact = client.get(f"/v1/train/artifacts/{done['result']['sha256']}").json()
-    assert httpx.get(artifact["url"], headers=artifact["headers"]).status_code == 200
+    assert httpx.get(artifact["url"]).status_code == 200
     client.close()
     return done
 
@@ -137,11 +138,12 @@ def test_a_part_that_keeps_exiting_stops_the_stack_and_says_which(tmp_path) -> N
     assert not any(alive(p) for p in [*pids.values(), *killed]), "a child outlived the stack"
 
 
-@pytest.fixture
-def quick_stack(tmp_path) -> Iterator[StackProcess]:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def quick_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
     """A stack whose gateway cuts any request idle for 2 s."""
     running = StackProcess(
-        tmp_path / "home", env={"TRAINYARD_GATEWAY_IDLE_TIMEOUT_SECONDS": "2"}
+        tmp_path_factory.mktemp("quick") / "home",
+        env={"TRAINYARD_GATEWAY_IDLE_TIMEOUT_SECONDS": "2"},
     ).start()
     try:
         yield running
@@ -187,7 +189,7 @@ def test_an_idle_executor_keeps_one_stream_while_long_polls_are_cut(
                 assert r.json()["events"], r.text
                 after = r.json()["next_after"]
                 continue
-            assert r.status_code == 504 and reason(r) == "UNAVAILABLE", r.text
+            assert r.status_code == 504 and reason(r) == "unavailable", r.text
             cut += 1
             if cut == 4:
                 break
@@ -198,3 +200,24 @@ def test_an_idle_executor_keeps_one_stream_while_long_polls_are_cut(
         assert "stream to the claim service broke" not in quick_stack.log_path.read_text()
     finally:
         store.dispose()
+
+
+def test_a_watch_of_a_quiet_job_outlasts_the_gateways_idle_timeout(
+    quick_stack: StackProcess,
+) -> None:
+    """A job waiting for a machine says nothing for long; its watch says the job again
+    within the gateway's idle timeout, so the stream stays open past it and is not cut."""
+    headers = bearer(quick_stack.create_key("acme"))
+    with httpx.Client(base_url=quick_stack.url, headers=headers, timeout=30) as client:
+        job = client.post("/v1/train/jobs", json=PARKED).json()
+        job = wait_for_job(client, job["id"], lambda j: j["preparation"]["status"] == "verified")
+        with client.stream("GET", f"/v1/train/jobs/{job['id']}/watch") as watch:
+            assert watch.status_code == 200
+            lines = (json.loads(line) for line in watch.iter_lines() if line.strip())
+            assert next(line for line in lines if line.get("caught_up"))
+            started = time.monotonic()
+            # Six messages of a quiet job span three idle timeouts of the gateway (2 s).
+            quiet = [next(lines) for _ in range(6)]
+            spanned = time.monotonic() - started
+    assert all(m["job"]["id"] == job["id"] and "event" not in m for m in quiet), quiet
+    assert spanned > 2, spanned

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load
 
-from executor import fixture
+from executor.models import fixture
 from tests.support import BIN, StackProcess, bearer, wait_for_job
 
 JOB = {
@@ -60,7 +60,7 @@ def test_the_fixture_job_trains_to_success_and_its_artifact_reloads(
     assert record["base_model_sha256"] == fixture.weights_sha256(fixture.build())
 
     artifact = client.get(f"/v1/train/artifacts/{job['result']['sha256']}").json()
-    packed = httpx.get(artifact["url"], headers=artifact["headers"]).content
+    packed = httpx.get(artifact["url"]).content
     files: dict[str, bytes] = {}
     with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
         for member in tar.getmembers():

@@ -27,7 +27,7 @@ from services.core import audit, auth, lifecycle, tables
 from services.core.config import Config
 from services.core.store import Store, utcnow
 from tests.integration.test_jobs import info_of, reason_of
-from tests.support import ServiceThread
+from tests.support import ServiceThread, downloaded
 from trainyard.artifact.v1 import artifact_service_pb2, artifact_service_pb2_grpc, provenance_pb2
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
@@ -90,9 +90,7 @@ class Org:
 
     def download(self, digest: str) -> bytes:
         got = self.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=digest))
-        r = httpx.get(got.url, headers=dict(got.headers))
-        assert r.status_code == 200
-        return r.content
+        return downloaded(self.stub, got.url)
 
 
 @pytest.fixture
@@ -183,7 +181,7 @@ def test_a_kind_filter_outside_the_kinds_is_refused_with_them(org: Org) -> None:
     assert [a.sha256 for a in listed.artifacts] == [digest] and listed.total_size == 1
     with pytest.raises(grpc.RpcError) as caught:
         org.call("ListArtifacts", artifact_service_pb2.ListArtifactsRequest(kind="model"))
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert info_of(caught.value) == {
         "field": "kind",
         "supported": "dataset,snapshot,checkpoint,lora,capability,basis,merged",
@@ -358,7 +356,7 @@ def test_an_uploaded_dataset_trains_from_its_snapshot(reader_org: Org, store: St
     got = reader_org.call("GetArtifact", artifact_service_pb2.GetArtifactRequest(sha256=snapshot))
     assert (got.kind, got.size) == (
         "snapshot",
-        len(httpx.get(got.url, headers=dict(got.headers)).content),
+        len(downloaded(reader_org.stub, got.url)),
     )
     held = artifact_service_pb2.DeleteArtifactRequest(sha256=snapshot)
     assert reader_org.refused("DeleteArtifact", held) == "IN_USE"
@@ -423,9 +421,9 @@ def test_a_job_on_the_same_rows_holds_the_snapshot_another_made_kept_as_long_as_
                 }
             ],
             {},
-            "DATASET_UNUSABLE",
+            "TRAINING_DATASET_UNUSABLE",
         ),
-        (ROWS, {"tags": ["absent"]}, "DATASET_SELECTION_INVALID"),
+        (ROWS, {"tags": ["absent"]}, "TRAINING_DATASET_SELECTION_INVALID"),
     ],
 )
 def test_an_uploaded_dataset_is_checked_at_create(
@@ -449,12 +447,12 @@ DECISION = {
     [
         (
             jsonl([ROWS[0], {"messages": [{"role": "bot", "content": "x"}]}]),
-            "DATASET_UNUSABLE",
+            "TRAINING_DATASET_UNUSABLE",
             "2",
         ),
-        (jsonl(ROWS[:3]) + b"not json\n", "DATASET_UNUSABLE", "4"),
-        (jsonl([DECISION, {**DECISION, "questions": {}}]), "DATASET_UNUSABLE", "2"),
-        (b"\n \n", "DATASET_EMPTY", None),
+        (jsonl(ROWS[:3]) + b"not json\n", "TRAINING_DATASET_UNUSABLE", "4"),
+        (jsonl([DECISION, {**DECISION, "questions": {}}]), "TRAINING_DATASET_UNUSABLE", "2"),
+        (b"\n \n", "TRAINING_DATASET_EMPTY", None),
     ],
     ids=["chat", "not-json", "decision", "empty"],
 )
@@ -491,7 +489,7 @@ def test_a_dataset_larger_than_a_job_reads_is_refused_at_confirmation(
         org.call(
             "ConfirmArtifact", artifact_service_pb2.ConfirmArtifactRequest(sha256=sha(b"large"))
         )
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert info_of(caught.value) == {"field": "size", "limit": str(512 * 1024 * 1024)}
     assert not org.grant(b"", sha256=sha(b"large"), size=size).stored
 
@@ -532,7 +530,7 @@ def test_a_system_prompt_over_rows_with_their_own_is_refused_with_the_count(
     with pytest.raises(grpc.RpcError) as caught:
         create_job(reader_org, f"artifact:{digest}", system_prompt="Be brief.")
     assert (
-        reason_of(caught.value) == "DATASET_CONFLICT"
+        reason_of(caught.value) == "TRAINING_DATASET_CONFLICT"
         and "3 selected rows" in caught.value.details()
     )  # type: ignore[attr-defined]
 
@@ -545,7 +543,7 @@ def test_a_dataset_the_org_did_not_upload_is_refused(
     for digest in (foreign, sha(b"nothing")):
         with pytest.raises(grpc.RpcError) as caught:
             create_job(reader_org, f"artifact:{digest}")
-        assert reason_of(caught.value) == "VALIDATION_ERROR"
+        assert reason_of(caught.value) == "INVALID_REQUEST"
 
 
 def wait_prepared(org: Org, job_id: str) -> job_pb2.Job:
@@ -759,7 +757,7 @@ def test_a_reported_output_is_the_jobs_result_with_its_size_and_the_job_lists_wh
 
 
 def expire(store: Store, org: str, digest: str) -> None:
-    from services.core.tables import ObjectRow
+    from services.core.object_tables import ObjectRow
 
     with store.unit() as session:
         row = session.get(ObjectRow, (org, digest))

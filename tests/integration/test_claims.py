@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import logging
 import threading
@@ -15,12 +16,13 @@ import pytest
 import sqlalchemy as sa
 from google.protobuf import json_format, struct_pb2
 
-from executor.agent import Agent, AgentConfig
+from executor.agent.agent import Agent
+from executor.agent.config import AgentConfig
 from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
 from services.core import audit, auth, tables
 from services.core.config import Config
-from services.core.store import Store
+from services.core.store import Store, utcnow
 from tests.integration.test_jobs import info_of, reason_of
 from tests.support import ServiceThread, eventually
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
@@ -141,8 +143,21 @@ def test_an_executor_claims_its_orgs_job_on_its_machine_and_reports(
 
 
 def test_a_long_series_reads_cut_to_a_chart_with_its_ends_and_spike(
-    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+    creator, config: Config, jobs: ServiceThread, store: Store
 ) -> None:  # type: ignore[no-untyped-def]
+    # The deployment's lease (not the tests' 3 s): on a busy machine the reads below can
+    # take longer than that, and a lapsed lease would end the job with events after the
+    # series.
+    claims = ServiceThread(lambda: build_claims(config, store=store, port=0))
+    try:
+        long_series_cut(creator, claims, jobs, store)
+    finally:
+        claims.stop()
+
+
+def long_series_cut(  # type: ignore[no-untyped-def]
+    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:
     job = creator(resources={"machines": ["gpu-1"]})
     wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
     claimed = wire.claim()
@@ -176,7 +191,7 @@ def test_a_long_series_reads_cut_to_a_chart_with_its_ends_and_spike(
     assert (12_345, 99.0) in cut and [s for s, _ in cut] == sorted(s for s, _ in cut)
     with pytest.raises(grpc.RpcError) as caught:
         read(4)
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert info_of(caught.value)["field"] == "max_points"
 
 
@@ -209,7 +224,7 @@ def test_a_report_as_hip_1333_writes_it_carries_no_seq_and_is_numbered_on_arriva
     # Numbered and unnumbered events in one report cannot be told apart: refused.
     with pytest.raises(grpc.RpcError) as caught:
         wire.report(claimed, metric(6, 103, 0.4), task_pb2.TaskEvent(type="log", line="x"))
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert info_of(caught.value)["field"] == "events.seq"
     assert wire.report(claimed).seq == 5  # nothing of it was applied
     with store.unit(write=False) as session:
@@ -241,7 +256,7 @@ def test_a_claim_naming_an_unknown_device_kind_is_refused_with_the_kinds(
     request = claim_service_pb2.ClaimTaskRequest(machine="gpu-1", devices=["tpu"], wait=1)
     with pytest.raises(grpc.RpcError) as caught:
         wire.stub.ClaimTask(request, metadata=wire.md, timeout=60)
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert info_of(caught.value)["supported"] == "cuda,rocm,metal,vulkan,cpu"
 
 
@@ -252,7 +267,8 @@ def test_a_stalled_lease_is_lost_and_changes_nothing(
     wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
     claimed = wire.claim()
     wire.report(claimed, status(1, "running"))
-    time.sleep(4.0)  # the lease's TTL is 3 s
+    # No report renews the 3-second lease: the service's own sweep ends the task.
+    eventually(lambda: creator.get(job.id).status, lambda s: s == "failed", "the lapsed job")
     assert wire.refused(claimed, metric(2, 1, 1.0)) == "LEASE_LOST"
     result = task_pb2.TaskEvent(seq=3, type="result", result=task_pb2.TaskResult(step=5))
     assert wire.refused(claimed, result) == "LEASE_LOST"
@@ -367,7 +383,7 @@ def test_a_report_holds_at_most_500_events_and_cuts_log_lines(
     wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
     claimed = wire.claim()
     too_many = [metric(n, n, 1.0) for n in range(1, 502)]
-    assert wire.refused(claimed, *too_many) == "VALIDATION_ERROR"
+    assert wire.refused(claimed, *too_many) == "INVALID_REQUEST"
     wire.report(claimed, task_pb2.TaskEvent(seq=1, type="log", line="é" * 5000))
     with store.unit(write=False) as session:
         (line,) = session.scalars(
@@ -378,18 +394,33 @@ def test_a_report_holds_at_most_500_events_and_cuts_log_lines(
 
 
 def test_the_expiry_sweep_is_idempotent_across_replicas(
-    creator, claims: ServiceThread, store: Store, claims_config: Config
+    creator, store: Store, claims_config: Config
 ) -> None:  # type: ignore[no-untyped-def]
     job = creator(resources={"machines": ["gpu-1"]})
-    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
-    wire.report(wire.claim(), status(1, "running"))
-    time.sleep(3.5)
-    replicas = [ClaimService(store, claims_config) for _ in range(3)]
-    threads = [threading.Thread(target=r.expire_leases) for r in replicas]
+    # The served claims sweep on their own clock; with an hour's lease they never see it
+    # lapse, so only the replicas below, whose clock is past the lease, can expire it.
+    held = dataclasses.replace(claims_config, lease_ttl_seconds=3600)
+    served = ServiceThread(lambda: build_claims(held, store=store, port=0))
+    try:
+        wire = Wire(served, key(store, "acme", "executor"), "gpu-1")
+        wire.report(wire.claim(), status(1, "running"))
+    finally:
+        served.stop()
+    later = utcnow() + dt.timedelta(hours=2)
+    replicas = [ClaimService(store, held, clock=lambda: later) for _ in range(3)]
+    together = threading.Barrier(len(replicas))
+    swept: list[int] = []
+
+    def sweep(replica: ClaimService) -> None:
+        together.wait(10)
+        swept.append(replica.expire_leases())
+
+    threads = [threading.Thread(target=sweep, args=(r,)) for r in replicas]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert sorted(swept) == [0, 0, 1]
     with store.unit(write=False) as session:
         failed = session.scalars(
             sa.select(tables.EventRow).where(
@@ -507,6 +538,91 @@ def test_a_stream_learns_of_its_work_and_its_cancels_by_wake_ups_not_polls(
         claims.stop()
 
 
+def test_an_announcement_on_the_open_stream_makes_the_new_base_claimable_at_once(
+    creator, config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """An executor whose models directory gained a base says so on its stream; a job of
+    that base waiting for its machine is assigned on the same stream, with no poll and no
+    reconnect."""
+    claims = ServiceThread(lambda: build_claims(config, store=store, port=0, poll_seconds=3600))
+    try:
+        stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+        hello = claim_service_pb2.Hello(
+            machine="gpu-1", bases=["placed-base"], devices=["cpu"], supports=SUPPORTS
+        )
+        announced = threading.Event()
+        done = threading.Event()
+
+        def requests():  # type: ignore[no-untyped-def]
+            yield claim_service_pb2.ConnectRequest(hello=hello)
+            announced.wait(60)
+            bases = ["placed-base", "fixture-tiny-llm"]
+            yield claim_service_pb2.ConnectRequest(
+                announcement=claim_service_pb2.Announcement(bases=bases)
+            )
+            done.wait(60)
+
+        call = stub.Connect(requests(), metadata=key(store, "acme", "executor"), timeout=60)
+        assert next(call).WhichOneof("kind") == "welcome"
+        job = creator(resources={"machines": ["gpu-1"]})
+        announced.set()
+        assert next(call).assignment.job.id == job.id
+        done.set()
+        call.cancel()
+    finally:
+        claims.stop()
+
+
+def test_the_tasks_an_executors_earlier_process_abandoned_are_lost_at_its_hello(
+    creator, config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """A hello naming a task its machine's earlier process held ends that task's job
+    `executor_lost` at once; a stale or wrong lease named so changes nothing. (The
+    deployment's lease: none lapses while the test runs.)"""
+    claims = ServiceThread(lambda: build_claims(config, store=store, port=0))
+    try:
+        abandoned_at_hello(creator, claims, store)
+    finally:
+        claims.stop()
+
+
+def abandoned_at_hello(creator, claims: ServiceThread, store: Store) -> None:  # type: ignore[no-untyped-def]
+    md = key(store, "acme", "executor")
+    wire = Wire(claims, md, "gpu-1")
+    held, kept = (
+        creator(resources={"machines": ["gpu-1"]}),
+        creator(resources={"machines": ["gpu-1"]}),
+    )
+    first, second = wire.claim(), wire.claim()
+    assert {first.task.job, second.task.job} == {held.id, kept.id}
+    for claimed in (first, second):
+        wire.report(claimed, status(1, "accepted"), status(2, "running"))
+    abandoned = [
+        claim_service_pb2.HeldLease(task=first.task.id, lease=first.task.lease),
+        claim_service_pb2.HeldLease(task=second.task.id, lease="not-its-lease"),
+    ]
+    hello = claim_service_pb2.Hello(
+        machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS,
+        abandoned=abandoned,
+    )  # fmt: skip
+    stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+    done = threading.Event()
+
+    def requests():  # type: ignore[no-untyped-def]
+        yield claim_service_pb2.ConnectRequest(hello=hello)
+        done.wait(30)
+
+    call = stub.Connect(requests(), metadata=md, timeout=30)
+    try:
+        assert next(call).WhichOneof("kind") == "welcome"
+        lost = creator.get(first.task.job)
+        assert (lost.status, lost.failure_code) == ("failed", "executor_lost")
+        assert creator.get(second.task.job).status == "running"
+    finally:
+        done.set()
+        call.cancel()
+
+
 def _fields(message: claim_service_pb2.Hello) -> dict:  # type: ignore[type-arg]
     return {f.name: v for f, v in message.ListFields()}
 
@@ -549,3 +665,75 @@ def test_a_report_that_cannot_be_applied_yet_keeps_the_lease(
     # Nothing was applied: the executor sends the same events again later.
     assert wire.report(claimed).seq == 0
     assert creator.get(job.id).status == "preparing"
+
+
+def test_a_protected_job_is_offered_only_to_an_executor_that_declares_its_protection(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """HIP-1333 §5: a job is offered only where its protections are in `supports`."""
+    creator(
+        base_model="fixture-tiny-decider",
+        dataset={"uri": "fixture:decisions-tiny-v1"},
+        protect={"suites": ["sentiment"], "projection": {"strength": 1}, "distillation": True},
+        resources={"machines": ["gpu-1"]},
+    )
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+
+    def claim(protect: list[str]) -> claim_service_pb2.ClaimTaskResponse:
+        supports = task_pb2.Supports(
+            adaptations=["full", "readout"], outputs=["capability"], protect=protect
+        )
+        request = claim_service_pb2.ClaimTaskRequest(
+            machine="gpu-1", bases=["fixture-tiny-decider"], devices=["cpu"],
+            supports=supports, wait=1,
+        )  # fmt: skip
+        return wire.stub.ClaimTask(request, metadata=wire.md, timeout=60)
+
+    assert not claim([]).HasField("task")
+    assert not claim(["projection"]).HasField("task")
+    assert claim(["projection", "distillation"]).task.role == "lead"
+
+
+@pytest.fixture
+def capped_claims(claims_config: Config, store: Store) -> Iterator[ServiceThread]:
+    """ClaimService keeping at most 30 events a job (100,000 by default)."""
+    capped = dataclasses.replace(claims_config, max_job_events=30)
+    served = ServiceThread(lambda: build_claims(capped, store=store, port=0))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_a_job_keeps_at_most_its_cap_of_log_and_metric_events(
+    creator, capped_claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    # HIP-1333 §12: a job keeps at most its cap of events; past it a log line or a metric
+    # point is dropped (from its series as from its events), while statuses are kept and
+    # the job's progress still moves.
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(capped_claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "accepted"), status(2, "running"))
+    seq = iter(range(3, 1000))
+    wire.report(claimed, *[metric(next(seq), step, 2.0) for step in range(1, 13)])
+    lines = [task_pb2.TaskEvent(seq=next(seq), type="log", line=f"line {n}") for n in range(4)]
+    wire.report(claimed, *lines, *[metric(next(seq), step, 1.0) for step in range(13, 30)])
+    wire.report(claimed, task_pb2.TaskEvent(seq=next(seq), type="log", line="late"))
+    wire.report(claimed, status(next(seq), "finalizing"))
+
+    reads = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    md = key(store, "acme", "member")
+    events = reads.ListJobEvents(
+        job_service_pb2.ListJobEventsRequest(id=job.id, page_size=1000), metadata=md, timeout=30
+    ).events
+    kept = [e for e in events if e.type in ("log", "metric")]
+    assert max(e.seq for e in kept) == 30  # the record filled to its cap, never past it
+    assert [e.line for e in kept if e.type == "log"] == ["line 0", "line 1", "line 2", "line 3"]
+    assert events[-1].seq > 30 and events[-1].status == "finalizing"
+    (loss,) = reads.ListJobMetrics(
+        job_service_pb2.ListJobMetricsRequest(id=job.id), metadata=md, timeout=30
+    ).series
+    steps = [e.step for e in kept if e.type == "metric"]
+    assert [p.step for p in loss.points] == steps == list(range(1, 20))
+    assert creator.get(job.id).progress.step == 29

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from safetensors.torch import load_file
 
-from executor import decider, protocol
+from executor.models import decider
+from executor.trainers.decisions import grading
+from executor.wire import protocol
 from tests.integration.test_outputs import export_base, run_readme
 from tests.integration.test_trainer import events_of, result, series, start, task_dir
 from trainyard.training import decisions
@@ -167,7 +169,7 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(
     probe = json.loads((output / "probe.json").read_text())
     assert loaded.answer(probe["states"]) == probe["answers"]
     graded = grades_of(events)["queue"]["trained"]
-    regraded = decider.grade_model(loaded.model, decisions.split(decisions.fixture_rows())[1])
+    regraded = grading.grade_model(loaded.model, decisions.split(decisions.fixture_rows())[1])
     assert regraded.to_json() == pytest.approx(graded, abs=1e-12)
 
 

@@ -6,9 +6,11 @@ loads back into the same logits, decodes reproducibly, refuses bad input naming 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,8 @@ import torch
 from google.protobuf import json_format
 from peft import PeftModel
 
-from executor import fixture
-from executor.engine import Engine
+from executor.engines.lora import Engine, LoadFailed
+from executor.models import fixture
 from trainyard.client.v1 import client_pb2
 
 BASE = "fixture-tiny-llm"
@@ -95,6 +97,155 @@ def test_forward_backward_reports_a_logprob_per_target_and_the_weighted_mean() -
     assert out["metrics"]["tokens"] == len(TEXT) + 4
 
 
+RL_DATUM: dict[str, Any] = {
+    "model_input": {"tokens": [fixture.BOS, 104, 105, 33]},
+    "loss_fn_inputs": {
+        "target_tokens": [104, 105, 33, fixture.EOS],
+        "logprobs": [-5.0, -6.5, -4.0, -7.0],
+        "advantages": [1.0, -0.5, 2.0, 0.0],
+    },
+}
+
+
+PPO_BAD_CLIP = {"loss_fn": "ppo", "loss_fn_config": {"clip_low_threshold": 7.5}, "data": [RL_DATUM]}
+
+
+TOO_MANY_STOPS = {"prompt": {"text": "hi"}, "sampling_params": {"stop_tokens": list(range(17))}}
+
+
+def rl_datum(**inputs: Any) -> dict[str, Any]:
+    return {**RL_DATUM, "loss_fn_inputs": {**RL_DATUM["loss_fn_inputs"], **inputs}}
+
+
+def test_a_forward_only_answers_as_forward_backward_and_keeps_no_gradient() -> None:
+    e, f = engine(), engine()
+    forward = ok(e.apply(1, "forward_backward", {**BATCH, "forward_only": True}))
+    assert all(p.grad is None for p in e.trainable)
+    both = ok(f.apply(1, "forward_backward", BATCH))
+    assert forward["loss"] == pytest.approx(both["loss"], rel=1e-6)
+    for a, b in zip(forward["loss_fn_outputs"], both["loss_fn_outputs"], strict=True):
+        assert a["logprobs"] == pytest.approx(b["logprobs"], rel=1e-6)
+        assert a["elementwise_loss"] == pytest.approx(b["elementwise_loss"], rel=1e-6)
+    # Nothing accumulated: a step after it moves nothing but the optimizer's count.
+    weights = trainable(e)
+    ok(e.apply(2, "optim_step", FAST))
+    assert same(trainable(e), weights)
+
+
+def test_each_datum_answers_its_elementwise_loss_summing_to_the_loss_sum() -> None:
+    out = ok(engine().apply(1, "forward_backward", BATCH))
+    terms = [t for o in out["loss_fn_outputs"] for t in o["elementwise_loss"]]
+    logprobs = [lp for o in out["loss_fn_outputs"] for lp in o["logprobs"]]
+    weights = [1.0] * len(TEXT) + [1, 1, 1, 0.5]
+    assert terms == pytest.approx([-w * lp for w, lp in zip(weights, logprobs, strict=True)])
+    assert sum(terms) == pytest.approx(out["metrics"]["loss:sum"], rel=1e-5)
+
+
+def test_importance_sampling_is_the_negative_sum_of_ratio_times_advantage() -> None:
+    e = engine()
+    out = ok(e.apply(1, "forward_backward", {"loss_fn": "importance_sampling", "data": [RL_DATUM]}))
+    inputs = RL_DATUM["loss_fn_inputs"]
+    logprobs = out["loss_fn_outputs"][0]["logprobs"]
+    terms = [
+        -math.exp(lp - q) * a
+        for lp, q, a in zip(logprobs, inputs["logprobs"], inputs["advantages"], strict=True)
+    ]
+    assert out["loss_fn_outputs"][0]["elementwise_loss"] == pytest.approx(terms, rel=1e-5)
+    assert out["loss"] == pytest.approx(sum(terms), rel=1e-5)
+    assert out["metrics"]["loss:sum"] == pytest.approx(sum(terms), rel=1e-5)
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in e.trainable)
+
+
+@pytest.mark.parametrize(
+    ("config", "low", "high"),
+    [({}, 0.8, 1.2), ({"clip_low_threshold": 0.5, "clip_high_threshold": 3.0}, 0.5, 3.0)],
+)
+def test_ppo_clips_the_ratio_as_its_config_says(
+    config: dict[str, float], low: float, high: float
+) -> None:
+    # Sampling logprobs far from the model's make the ratio leave [low, high] both ways.
+    datum = rl_datum(logprobs=[-9.0, -1.0, -9.0, -1.0])
+    body = {"loss_fn": "ppo", "loss_fn_config": config, "data": [datum]}
+    out = ok(engine().apply(1, "forward_backward", body))
+    inputs = datum["loss_fn_inputs"]
+    logprobs = out["loss_fn_outputs"][0]["logprobs"]
+    terms = []
+    for lp, q, a in zip(logprobs, inputs["logprobs"], inputs["advantages"], strict=True):
+        ratio = math.exp(lp - q)
+        terms.append(-min(ratio * a, min(max(ratio, low), high) * a))
+    assert out["loss_fn_outputs"][0]["elementwise_loss"] == pytest.approx(terms, rel=1e-5)
+    assert out["loss"] == pytest.approx(sum(terms), rel=1e-5)
+
+
+def test_a_client_resumed_from_a_saved_state_continues_as_if_uninterrupted(
+    tmp_path: Path,
+) -> None:
+    uninterrupted = train(engine(), 5)
+    first = engine()
+    losses = train(first, 3)
+    saved = ok(first.apply(7, "save_weights", {"name": "ckpt", "kind": "state"}, tmp_path / "s"))
+    assert (saved["kind"], saved["optimizer"], saved["step"]) == ("state", True, 3)
+    assert (tmp_path / "s" / "optimizer.safetensors").is_file()
+    resumed = Engine(BASE, ADAPTATION, init_dir=tmp_path / "s", with_optimizer=True)
+    assert resumed.step == 3
+    assert losses + train(resumed, 2) == pytest.approx(uninterrupted, rel=1e-6)
+    # The adapter alone starts from the weights, with a fresh optimizer: another path.
+    fresh = Engine(BASE, ADAPTATION, init_dir=tmp_path / "s")
+    assert fresh.step == 0
+    again = train(fresh, 2)
+    assert again[0] == pytest.approx(uninterrupted[3], rel=1e-6)
+    assert again[1] != pytest.approx(uninterrupted[4], rel=1e-6)
+
+
+def test_a_lora_save_holds_no_optimizer_state_and_a_restore_of_it_fails(tmp_path: Path) -> None:
+    e = engine()
+    train(e, 1)
+    saved = ok(e.apply(3, "save_weights", {"name": "a"}, tmp_path / "a"))
+    assert (saved["kind"], saved["optimizer"]) == ("lora", False)
+    assert not (tmp_path / "a" / "optimizer.safetensors").exists()
+    with pytest.raises(LoadFailed):
+        Engine(BASE, ADAPTATION, init_dir=tmp_path / "a", with_optimizer=True)
+    with pytest.raises(LoadFailed):  # another shape of adapter never half-loads
+        Engine(BASE, {**ADAPTATION, "rank": 4}, init_dir=tmp_path / "a")
+
+
+def test_a_sample_answers_prompt_logprobs_and_their_top_k() -> None:
+    e = engine()
+    train(e, 2)
+    prompt = [fixture.BOS, 104, 105, 33]
+    body = {
+        "prompt": {"tokens": prompt},
+        "prompt_logprobs": True,
+        "topk_prompt_logprobs": 3,
+        "sampling_params": {"max_tokens": 1, "seed": 1},
+    }
+    out = ok(e.apply(10, "sample", body))
+    scored = ok(
+        e.apply(
+            11,
+            "forward_backward",
+            {
+                "forward_only": True,
+                "data": [{"model_input": {"tokens": prompt[:-1]}, "loss_fn_inputs": {"target_tokens": prompt[1:]}}],
+            },
+        )
+    )  # fmt: skip
+    assert out["prompt_logprobs"][0] == "NaN"
+    expected = scored["loss_fn_outputs"][0]["logprobs"]
+    assert out["prompt_logprobs"][1:] == pytest.approx(expected, rel=1e-5)
+    top = out["topk_prompt_logprobs"]
+    assert len(top) == len(prompt) and top[0] == {}
+    for row, actual in zip(top[1:], expected, strict=True):
+        assert len(row["token_ids"]) == len(row["logprobs"]) == 3
+        assert row["logprobs"] == sorted(row["logprobs"], reverse=True)
+        assert row["logprobs"][0] >= actual - 1e-6
+    plain_body = {"prompt": {"tokens": prompt}, "sampling_params": {"max_tokens": 1, "seed": 1}}
+    plain = ok(e.apply(12, "sample", plain_body))
+    assert "prompt_logprobs" not in plain and plain["sequences"] == out["sequences"]
+    parsed = json_format.Parse(json.dumps(out), client_pb2.SampleOutput())
+    assert math.isnan(parsed.prompt_logprobs[0]) and len(parsed.topk_prompt_logprobs) == 4
+
+
 def test_a_replayed_operation_is_answered_again_and_applied_once() -> None:
     once, replayed = engine(), engine()
     first = replayed.apply(1, "forward_backward", BATCH)
@@ -124,7 +275,13 @@ def test_saved_weights_load_back_into_the_same_logits(tmp_path: Path) -> None:
     e = engine()
     train(e, 3)
     saved = ok(e.apply(10, "save_weights", {"name": "adapter-1"}, tmp_path / "a"))
-    assert saved == {"name": "adapter-1", "step": 3, "dir": str(tmp_path / "a")}
+    assert saved == {
+        "name": "adapter-1",
+        "step": 3,
+        "dir": str(tmp_path / "a"),
+        "kind": "lora",
+        "optimizer": False,
+    }
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert files == ["adapter_config.json", "adapter_model.safetensors", "trainyard.json"]
     meta = json.loads((tmp_path / "a" / "trainyard.json").read_text())
@@ -185,6 +342,18 @@ def test_a_stop_string_ends_the_sequence_before_it() -> None:
     assert bytes(cut["tokens"]).decode(errors="replace") == cut["text"]
 
 
+def test_a_stop_token_ends_the_sequence_at_it_included() -> None:
+    e = engine()
+    train(e, 5)
+    full = sample(e, 20, seed=3, max_tokens=16)["sequences"][0]
+    stop = full["tokens"][3]
+    cut = sample(e, 21, seed=3, max_tokens=16, stop_tokens=[stop])["sequences"][0]
+    end = full["tokens"].index(stop) + 1
+    assert cut["stop_reason"] == "stop"
+    assert cut["tokens"] == full["tokens"][:end]
+    assert cut["logprobs"] == pytest.approx(full["logprobs"][:end], rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("kind", "body", "field"),
     [
@@ -195,6 +364,19 @@ def test_a_stop_string_ends_the_sequence_before_it() -> None:
             "data[1].loss_fn_inputs.target_tokens",
         ),
         ("forward_backward", {**BATCH, "loss_fn": "ppo-9931"}, "loss_fn"),
+        ("forward_backward", {**BATCH, "forward_only": "17"}, "forward_only"),
+        (
+            "forward_backward",
+            {"loss_fn": "importance_sampling", "data": [rl_datum(advantages=[1.0])]},
+            "data[0].loss_fn_inputs.advantages",
+        ),
+        (
+            "forward_backward",
+            {"loss_fn": "ppo", "data": [rl_datum(logprobs=[-1, 7.5, -1, -1])]},
+            "data[0].loss_fn_inputs.logprobs",
+        ),
+        ("forward_backward", PPO_BAD_CLIP, "loss_fn_config"),
+        ("forward_backward", {**BATCH, "loss_fn_config": {"clip_low_threshold": 0.5}}, "loss_fn_config"),
         ("forward_backward", {"data": []}, "data"),
         ("forward_backward", {"data": [{"model_input": {"tokens": [1], "text": "x"}}]}, "data[0].model_input"),
         (
@@ -208,6 +390,9 @@ def test_a_stop_string_ends_the_sequence_before_it() -> None:
         ("sample", {"prompt": {"text": "hi"}, "sampling_params": {"top_p": 0}}, "sampling_params.top_p"),
         ("sample", {"prompt": {"text": "hi"}, "sampling_params": {"max_tokens": 4096}}, "sampling_params.max_tokens"),
         ("save_weights", {"name": "../etc/passwd"}, "name"),
+        ("save_weights", {"name": "a", "kind": "teleport"}, "kind"),
+        ("sample", {"prompt": {"text": "hi"}, "topk_prompt_logprobs": 4096}, "topk_prompt_logprobs"),
+        ("sample", TOO_MANY_STOPS, "sampling_params.stop_tokens"),
         ("teleport", {}, "kind"),
     ],
 )  # fmt: skip
@@ -218,7 +403,7 @@ def test_a_bad_input_is_refused_naming_its_field_and_changes_nothing(
     ok(e.apply(1, "forward_backward", BATCH))
     weights, grad = trainable(e), grads(e)
     answer = e.apply(2, kind, body, tmp_path / "w")
-    assert (answer["ok"], answer["code"], answer["field"]) == (False, "VALIDATION_ERROR", field)
+    assert (answer["ok"], answer["code"], answer["field"]) == (False, "INVALID_REQUEST", field)
     for value in ("300", "ppo-9931", "7.5", "4096", "passwd", "teleport", "-4.5", "17"):
         assert value not in answer["message"]
     assert same(trainable(e), weights)
@@ -252,6 +437,10 @@ def test_outputs_are_the_proto_json_of_their_messages() -> None:
         (client_pb2.ForwardBackwardOutput, ok(e.apply(1, "forward_backward", BATCH))),
         (client_pb2.OptimStepOutput, ok(e.apply(2, "optim_step", FAST))),
         (client_pb2.SampleOutput, sample(e, 3, seed=1, max_tokens=4)),
+        (
+            client_pb2.ForwardBackwardOutput,
+            ok(e.apply(4, "forward_backward", {"loss_fn": "ppo", "data": [RL_DATUM]})),
+        ),
     ]
     for message, output in outputs:
         # The service parses answers strictly: an unknown field would be refused.
@@ -271,7 +460,7 @@ def test_the_engine_speaks_json_lines_as_a_subprocess(tmp_path: Path) -> None:
     with (
         open(tmp_path / "engine.log", "w") as log,
         subprocess.Popen(
-            [sys.executable, "-m", "executor.engine", str(tmp_path / "spec.json")],
+            [sys.executable, "-m", "executor.engines", str(tmp_path / "spec.json")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         ) as proc,
@@ -317,8 +506,17 @@ def test_an_unknown_base_fails_the_load_with_its_code(tmp_path: Path) -> None:
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = {**os.environ, "TRAINYARD_MODELS_DIR": str(tmp_path / "models")}
     done = subprocess.run(
-        [sys.executable, "-m", "executor.engine", str(tmp_path / "spec.json")],
+        [sys.executable, "-m", "executor.engines", str(tmp_path / "spec.json")],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"failed": "base_not_found"}
+
+
+def test_a_call_past_its_deadline_is_refused_unrun_and_the_next_one_runs() -> None:
+    e = engine()
+    late = e.apply(1, "forward_backward", {**BATCH, "deadline": time.time() - 1})
+    assert (late["ok"], late["code"], late["seconds"]) == (False, "DEADLINE_EXCEEDED", 0.0)
+    assert all(g is None for g in grads(e))
+    ok(e.apply(2, "forward_backward", {**BATCH, "deadline": time.time() + 60}))
+    assert all(g is not None for g in grads(e))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,12 +15,12 @@ import sqlalchemy as sa
 from google.protobuf import json_format, struct_pb2
 from grpc_status import rpc_status
 
-from services.core import audit, lifecycle, tables
+from services.core import audit, lifecycle, object_tables, tables
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.pagetoken import PageTokens
 from services.core.store import Store
-from services.jobs.server import build_server
+from services.jobs.server import build_server, use_cases
 from services.jobs.service import JobService
 from tests.support import ServiceThread
 from trainyard.job.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
@@ -114,8 +115,9 @@ def test_a_fixture_job_is_planned_by_the_exact_formulas(acme: Api) -> None:
     job = acme.create(FIXTURE)
     assert job.status == "queued"
     assert job.id.startswith("job_") and job.number == 1
-    # 160 selected → 8 held out for eval, 152 to train; batch 4 × 2 → 19 steps an epoch, × 3.
-    assert (job.train_examples, job.eval_examples) == (152, 8)
+    # 160 selected → the 12 whose identities fall on the eval side held out, 148 to train;
+    # batch 4 × 2 → ceil(148 / 8) = 19 steps an epoch, × 3.
+    assert (job.train_examples, job.eval_examples) == (148, 12)
     assert (job.effective_batch_size, job.steps_per_epoch, job.planned_steps) == (8, 19, 57)
     assert job.hyperparameters.num_train_epochs == 3
     assert job.hyperparameters.learning_rate == pytest.approx(1e-3)
@@ -134,7 +136,7 @@ def test_max_steps_replaces_epochs_and_both_are_refused(acme: Api) -> None:
     both = {**FIXTURE, "hyperparameters": {"max_steps": 5, "num_train_epochs": 2}}
     with pytest.raises(grpc.RpcError) as caught:
         acme.create(both)
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert "hyperparameters.max_steps" in caught.value.details()  # type: ignore[attr-defined]
 
 
@@ -151,7 +153,7 @@ def test_preparation_freezes_a_snapshot_with_its_split(acme: Api) -> None:
         "ListJobDatasetItems",
         job_service_pb2.ListJobDatasetItemsRequest(id=job.id, split="eval", limit=200),
     )
-    assert page.total == 8 and len(page.items) == 8 and not page.has_more
+    assert page.total == 12 and len(page.items) == 12 and not page.has_more
     page = acme.call(
         "ListJobDatasetItems",
         job_service_pb2.ListJobDatasetItemsRequest(id=job.id, limit=25, offset=150),
@@ -288,7 +290,7 @@ def test_cancel_while_running_asks_the_executor_and_finalizing_is_refused(
     move(store, finalizing.id, "running", "finalizing")
     assert (
         acme.refused("CancelJob", job_service_pb2.CancelJobRequest(id=finalizing.id))
-        == "JOB_FINALIZING"
+        == "TRAINING_JOB_FINALIZING"
     )
     move(store, finalizing.id, "succeeded")
     assert (
@@ -301,14 +303,14 @@ def test_cancel_while_running_asks_the_executor_and_finalizing_is_refused(
                 audit.AuditEvent.name == "training.job.cancel.rejected"
             )
         ).all()
-    assert sorted(names) == ["INVALID_TRANSITION", "JOB_FINALIZING"]
+    assert sorted(names) == ["INVALID_TRANSITION", "TRAINING_JOB_FINALIZING"]
 
 
 def test_retry_makes_a_new_attempt_once_per_key(acme: Api) -> None:
     job = acme.create(FIXTURE)
     acme.call("CancelJob", job_service_pb2.CancelJobRequest(id=job.id))
     retry = job_service_pb2.RetryJobRequest(id=job.id)
-    assert acme.refused("RetryJob", retry) == "VALIDATION_ERROR"
+    assert acme.refused("RetryJob", retry) == "INVALID_REQUEST"
     first = acme.call("RetryJob", retry, md=[("idempotency-key", "retry-1")])
     assert first.attempt.attempt_number == 2 and first.job.status == "queued"
     again = acme.call("RetryJob", retry, md=[("idempotency-key", "retry-1")])
@@ -373,6 +375,23 @@ def test_a_long_poll_returns_when_an_event_arrives(acme: Api) -> None:
     assert answer.events and answer.events[0].seq == seq + 1
 
 
+def test_a_log_long_poll_holds_until_the_attempt_ends(acme: Api) -> None:
+    live = acme.wait_for(acme.create(FIXTURE).id, prepared)
+    started = time.monotonic()
+    empty = acme.call(
+        "GetAttemptLog", job_service_pb2.GetAttemptLogRequest(id=live.id, attempt="1", wait=1)
+    )
+    assert (empty.text, empty.complete) == ("", False)
+    assert time.monotonic() - started >= 0.9
+    acme.call("CancelJob", job_service_pb2.CancelJobRequest(id=live.id))
+    started = time.monotonic()
+    ended = acme.call(
+        "GetAttemptLog", job_service_pb2.GetAttemptLogRequest(id=live.id, attempt="1", wait=5)
+    )
+    assert (ended.text, ended.complete) == ("", True)
+    assert time.monotonic() - started < 2
+
+
 STATUSES = (
     "queued,preparing,running,evaluating,finalizing,cancelling,succeeded,rejected,failed,"
     "cancelled,stopped"
@@ -402,7 +421,7 @@ def test_a_value_outside_a_closed_set_is_refused_with_the_set(
     acme: Api, method: str, request_: object, field: str, supported: str
 ) -> None:
     reason, info = acme.refusal(method, request_)
-    assert (reason, info["field"], info["supported"]) == ("VALIDATION_ERROR", field, supported)
+    assert (reason, info["field"], info["supported"]) == ("INVALID_REQUEST", field, supported)
 
 
 def test_a_create_naming_an_unknown_field_names_it_and_what_its_object_takes(acme: Api) -> None:
@@ -410,7 +429,7 @@ def test_a_create_naming_an_unknown_field_names_it_and_what_its_object_takes(acm
     with pytest.raises(grpc.RpcError) as caught:
         acme.create(body)
     info = info_of(caught.value)
-    assert reason_of(caught.value) == "VALIDATION_ERROR"
+    assert reason_of(caught.value) == "INVALID_REQUEST"
     assert caught.value.details() == "Field hyperparameters.colour is not a known field."  # type: ignore[attr-defined]
     assert info["field"] == "hyperparameters.colour" and "max_steps" in info["supported"]
     assert "blue" not in str(info)
@@ -431,12 +450,12 @@ def test_list_pages_newest_first_with_tokens_bound_to_filters(acme: Api, globex:
     first = acme.call("ListJobs", job_service_pb2.ListJobsRequest(page_size=2))
     assert globex.refused(
         "ListJobs", job_service_pb2.ListJobsRequest(page_token=first.next_page_token)
-    ) == ("VALIDATION_ERROR")
+    ) == ("INVALID_REQUEST")
     filtered = job_service_pb2.ListJobsRequest(page_token=first.next_page_token, status="queued")
-    assert acme.refused("ListJobs", filtered) == "VALIDATION_ERROR"
+    assert acme.refused("ListJobs", filtered) == "INVALID_REQUEST"
     assert (
         acme.refused("ListJobs", job_service_pb2.ListJobsRequest(page_token="garbage"))
-        == "VALIDATION_ERROR"
+        == "INVALID_REQUEST"
     )
     acme.call("CancelJob", job_service_pb2.CancelJobRequest(id=made[0]))
     cancelled = acme.call("ListJobs", job_service_pb2.ListJobsRequest(status="cancelled"))
@@ -469,12 +488,12 @@ def test_the_queue_limit_and_duration_admission(tight: grpc.Channel, keys: dict[
     long_run = {**FIXTURE, "hyperparameters": {"num_train_epochs": 20}}  # 380 steps: 220 s + 1,800
     with pytest.raises(grpc.RpcError) as caught:
         api.create(long_run)
-    assert reason_of(caught.value) == "DURATION_EXCEEDS_LIMIT"
+    assert reason_of(caught.value) == "TRAINING_DURATION_EXCEEDS_LIMIT"
     api.create(FIXTURE)
     api.create(FIXTURE)
     with pytest.raises(grpc.RpcError) as caught:
         api.create(FIXTURE)
-    assert reason_of(caught.value) == "QUEUE_LIMIT_EXCEEDED"
+    assert reason_of(caught.value) == "JOB_LIMIT"
 
 
 def test_refusals_and_acceptances_are_on_the_audit_trail_without_bodies(
@@ -495,7 +514,7 @@ def test_refusals_and_acceptances_are_on_the_audit_trail_without_bodies(
         names = [(r.name, r.code) for r in rows]
         stored = repr([(r.details, r.subject, r.code) for r in rows])
     assert ("training.job.create.accepted", "") in names
-    assert ("training.job.create.rejected", "DATASET_SELECTION_INVALID") in names
+    assert ("training.job.create.rejected", "TRAINING_DATASET_SELECTION_INVALID") in names
     assert any(name == "training.job.state.transitioned" for name, _ in names)
     assert "Qx7" not in stored
 
@@ -532,13 +551,13 @@ def race(*works: Callable[[], object]) -> list[BaseException]:
 def test_cancel_racing_preparation_always_answers(store: Store, config: Config) -> None:
     """Cancel and preparation both write the job's events: each takes the job's row lock
     first, so neither deadlocks the other (a deadlock once answered INTERNAL)."""
-    service = JobService(store, Catalog(), config, PageTokens(b"k" * 32))
+    service = use_cases(store, Catalog(), config, PageTokens(b"k" * 32))
     acme = Principal(key_id="key_0123456789abcdef", org="acme", role="member")
     for _ in range(200 if store.dialect == "postgresql" else 40):
-        job, _ = service.create(acme, FIXTURE, job_pb2.Job())
-        cancel = functools.partial(service.cancel, acme, job.id)
-        assert race(service.prepare_next, cancel) == []
-        assert service.get(acme, job.id).status == "cancelled"
+        job, _ = service.creation.create(acme, FIXTURE, job_pb2.Job())
+        cancel = functools.partial(service.control.cancel, acme, job.id)
+        assert race(service.preparation.prepare_next, cancel) == []
+        assert service.reads.get(acme, job.id).status == "cancelled"
 
 
 # -- from: a LoRA job that starts from an adapter of the org --------------------------------
@@ -552,6 +571,9 @@ class _Objects:
 
     def read(self, org: str, sha256: str) -> bytes:
         return self.data[(org, sha256)]
+
+    def open(self, org: str, sha256: str) -> io.BytesIO:
+        return io.BytesIO(self.data[(org, sha256)])
 
 
 def _store_adapter(
@@ -576,7 +598,7 @@ def _store_adapter(
     objects.data[(org, sha)] = data
     with store.unit() as session:
         session.add(
-            tables.ObjectRow(
+            object_tables.ObjectRow(
                 org=org, sha256=sha, id=ids.new_id("obj"), size=len(data), kind=kind, name="a",
                 status=status, meta={"client": "cli_0000000000000001", "step": "3", "base": base},
                 create_time=utcnow(), stored_time=utcnow(),
@@ -588,7 +610,7 @@ def _store_adapter(
 @pytest.fixture
 def from_service(store: Store, config: Config) -> tuple[JobService, _Objects]:
     objects = _Objects()
-    return JobService(store, Catalog(), config, PageTokens(b"k" * 32), reader=objects), objects
+    return use_cases(store, Catalog(), config, PageTokens(b"k" * 32), reader=objects), objects
 
 
 ACME = Principal(key_id="key_0123456789abcdef", org="acme", role="member")
@@ -601,33 +623,33 @@ def test_a_job_from_an_adapter_takes_its_lora_and_holds_it_until_it_ends(
 
     service, objects = from_service
     sha = _store_adapter(store, objects, "acme")
-    job, _ = service.create(ACME, {**FIXTURE, "from": sha}, job_pb2.Job())
+    job, _ = service.creation.create(ACME, {**FIXTURE, "from": sha}, job_pb2.Job())
     assert getattr(job, "from") == sha
     ad = job.adaptation
     assert (ad.mode, ad.rank, ad.alpha, list(ad.targets)) == ("lora", 8, 32, ["q_proj", "v_proj"])
     # The job reads the adapter: in use (DELETE is 409 IN_USE, the sweep keeps it), and a
     # task of the job may read it under its lease.
     with store.unit(write=False) as session:
-        assert tables.in_use(session, "acme", sha)
-        assert not tables.in_use(session, "globex", sha)
+        assert object_tables.in_use(session, "acme", sha)
+        assert not object_tables.in_use(session, "globex", sha)
         row = session.get(tables.JobRow, job.id)
         assert row is not None and sha in leases._inputs(session, row)
-    service.cancel(ACME, job.id)
+    service.control.cancel(ACME, job.id)
     with store.unit(write=False) as session:
-        assert not tables.in_use(session, "acme", sha)
+        assert not object_tables.in_use(session, "acme", sha)
 
 
 @pytest.mark.parametrize(
     ("case", "reason", "field"),
     [
-        ("unknown", "VALIDATION_ERROR", "from"),
-        ("other org", "VALIDATION_ERROR", "from"),
-        ("a dataset", "VALIDATION_ERROR", "from"),
-        ("pending", "VALIDATION_ERROR", "from"),
+        ("unknown", "INVALID_REQUEST", "from"),
+        ("other org", "INVALID_REQUEST", "from"),
+        ("a dataset", "INVALID_REQUEST", "from"),
+        ("pending", "INVALID_REQUEST", "from"),
         ("another base", "INCOMPATIBLE_ADAPTERS", "base_model"),
         ("another rank", "INCOMPATIBLE_ADAPTERS", "adaptation.rank"),
-        ("full", "VALIDATION_ERROR", "from"),
-        ("no dataset", "VALIDATION_ERROR", "dataset.uri"),
+        ("full", "INVALID_REQUEST", "from"),
+        ("no dataset", "INVALID_REQUEST", "dataset.uri"),
     ],
 )
 def test_a_from_that_is_no_adapter_of_the_jobs_lora_is_refused(
@@ -657,6 +679,6 @@ def test_a_from_that_is_no_adapter_of_the_jobs_lora_is_refused(
     if case == "no dataset":
         del body["dataset"]
     with pytest.raises(errors.DomainError) as caught:
-        service.create(ACME, body, job_pb2.Job())
+        service.creation.create(ACME, body, job_pb2.Job())
     assert (caught.value.reason, caught.value.metadata.get("field")) == (reason, field)
     assert sha not in str(caught.value) and sha not in str(caught.value.metadata)

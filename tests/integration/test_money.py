@@ -15,16 +15,17 @@ import pytest
 import sqlalchemy as sa
 
 from services.claims.leases import Leases
-from services.claims.offers import Offer
 from services.claims.reports import Reports
 from services.core import errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.money import ledger, rates, storage, windows
 from services.core.money.tables import EntryRow, HoldRow, PostingRow, WalletRow
+from services.core.object_tables import ObjectRow
+from services.core.offers import Offer
 from services.core.pagetoken import PageTokens
 from services.core.store import Store
-from services.core.tables import AttemptRow, JobRow, ObjectRow, TaskRow
+from services.core.tables import AttemptRow, JobRow, TaskRow
 from services.meter.service import MeterService
 from trainyard.claim.v1 import task_pb2
 
@@ -33,6 +34,7 @@ CPU = rates.CPU_HOUR  # micro-cents a device-hour: 8 cents
 SUPPORTS = task_pb2.Supports(
     adaptations=["full", "lora"], outputs=["checkpoint", "lora", "capability"]
 )
+RUNNING = task_pb2.TaskEvent(type="status", status="running")
 
 
 class Clock:
@@ -84,9 +86,14 @@ class Bench:
             )  # fmt: skip
         return job_id
 
-    def claim(self, devices: int = 1):  # type: ignore[no-untyped-def]
+    def claim(self, devices: int = 1, *, run: bool = True):  # type: ignore[no-untyped-def]
+        """Claim the next task; with `run`, its trainer reports `running` at once, so it is
+        metered from the claim's second (a task is metered from its training's start)."""
         offer = Offer.parse("gpu-0", True, ["fixture-tiny-llm"], ["cpu"] * devices, SUPPORTS)
-        return self.leases.claim(PLATFORM, offer)
+        answer = self.leases.claim(PLATFORM, offer)
+        if answer is not None and run:
+            self.report(answer, [RUNNING])
+        return answer
 
     def report(self, answer, events=()):  # type: ignore[no-untyped-def]
         return self.reports.report(
@@ -233,7 +240,7 @@ def test_a_refused_window_runs_what_is_held_and_asks_again_at_every_report(bench
     bench.credit(100, name="later")  # money arrives: the next report is granted
     bench.clock.advance(20)
     ack = bench.report(answer)
-    assert (ack.held, ack.cancel) == (600, False) and bench.status(job_id)[0] == "preparing"
+    assert (ack.held, ack.cancel) == (600, False) and bench.status(job_id)[0] == "running"
 
 
 def test_twenty_replays_of_a_report_charge_once(bench: Bench) -> None:
@@ -276,6 +283,7 @@ def test_a_job_on_the_orgs_own_machines_is_metered_and_charged_nothing(bench: Be
     offer = Offer.parse("gpu-0", False, ["fixture-tiny-llm"], ["cpu"], SUPPORTS)
     answer = bench.leases.claim(acme, offer)
     assert answer.task.held == 100
+    bench.reports.report(acme, job_id, answer.task.id, answer.task.lease, [RUNNING])
     bench.clock.advance(70)
     ack = bench.reports.report(acme, job_id, answer.task.id, answer.task.lease, [])
     assert ack.cancel is True and bench.status(job_id) == ("stopped", "max_seconds")
@@ -376,3 +384,68 @@ def test_two_reports_never_weigh_one_balance_at_once(bench: Bench) -> None:
     assert held == [300, 600]
     with bench.store.unit(write=False) as session:
         assert windows.available(session, session.get(WalletRow, "acme")) >= 0
+
+
+def charges_of(bench: Bench, job_id: str) -> tuple[int, list[tuple[str, int, int]]]:
+    """What the ledger charged a job, and its holds (status, used, held)."""
+    with bench.store.unit(write=False) as session:
+        charged = session.scalar(
+            sa.select(sa.func.coalesce(sa.func.sum(EntryRow.micro_cents), 0)).where(
+                EntryRow.job_id == job_id
+            )
+        )
+        holds = session.scalars(sa.select(HoldRow).where(HoldRow.job_id == job_id))
+        return -charged, [(h.status, h.used_seconds, h.held_seconds) for h in holds]
+
+
+def test_a_task_cancelled_while_its_executor_loads_costs_nothing(bench: Bench) -> None:
+    # `002_…`: nothing ran, nothing is charged. The claim held a window; the executor
+    # loads for two minutes, reporting, and is cancelled before its trainer's `running`.
+    bench.credit(100)
+    job_id = bench.job(budget=100)
+    answer = bench.claim(run=False)
+    bench.clock.advance(60)
+    bench.report(answer, [task_pb2.TaskEvent(type="status", status="accepted")])
+    bench.clock.advance(60)
+    bench.report(answer)
+    with bench.store.unit() as session:
+        job = session.get(JobRow, job_id)
+        assert job is not None
+        lifecycle.cancel(session, job)
+    bench.clock.advance(10)
+    bench.report(answer, [task_pb2.TaskEvent(type="status", status="cancelled")])
+    assert bench.status(job_id)[0] == "cancelled"
+    assert charges_of(bench, job_id) == (0, [("released", 0, 0)])
+    assert bench.balance() == 100 * 10**6
+    books_balance(bench.store)
+
+
+def test_an_input_failure_before_training_costs_nothing(bench: Bench) -> None:
+    bench.credit(100)
+    job_id = bench.job(budget=100)
+    answer = bench.claim(run=False)
+    bench.clock.advance(45)  # the trainer reads its dataset and finds it unusable
+    failed = task_pb2.TaskEvent(type="status", status="failed", error="dataset_changed")
+    bench.report(answer, [failed])
+    assert bench.status(job_id) == ("failed", "dataset_changed")
+    assert charges_of(bench, job_id) == (0, [("released", 0, 0)])
+    assert bench.balance() == 100 * 10**6
+
+
+def test_a_task_is_charged_from_its_trainers_running_to_its_last_report(bench: Bench) -> None:
+    bench.credit(100)
+    job_id = bench.job(budget=100)
+    answer = bench.claim(run=False)
+    bench.clock.advance(90)  # loading the base and the data: not charged
+    bench.report(answer, [task_pb2.TaskEvent(type="status", status="accepted")])
+    bench.clock.advance(30)
+    bench.report(answer, [RUNNING])  # training starts at this report's second
+    assert charges_of(bench, job_id)[0] == 0
+    bench.clock.advance(60)
+    bench.report(answer, [task_pb2.TaskEvent(type="metric", name="loss", step=1, value=1.0)])
+    bench.clock.advance(10)  # a run that trained and then failed is charged what it ran
+    failed = task_pb2.TaskEvent(type="status", status="failed", error="trainer_failed")
+    bench.report(answer, [failed])
+    assert charges_of(bench, job_id) == (rates.cost(70, CPU), [("released", 70, 70)])
+    assert bench.balance() == 100 * 10**6 - rates.cost(70, CPU)
+    books_balance(bench.store)

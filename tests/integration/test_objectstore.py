@@ -63,3 +63,23 @@ def test_every_object_reads_back_after_each_kill_and_restart(tmp_path: Path) -> 
             assert failures == []
         finally:
             store.stop()
+
+
+def test_its_sockets_live_under_its_home_and_none_is_left_in_tmp(tmp_path: Path) -> None:
+    with (tmp_path / "weed.log").open("w") as log:
+        store = SeaweedFS(tmp_path / "home", Output(log))
+        try:
+            store.wait_ready("trainyard")
+            run = tmp_path / "home" / "seaweedfs" / "run"
+            assert sorted(p.name for p in run.iterdir()) == ["filer.sock", "s3.sock"]
+            assert run.stat().st_mode & 0o777 == 0o700
+            config = tmp_path / "home" / "seaweedfs" / "config"
+            assert {p.stat().st_mode & 0o777 for p in config.iterdir()} == {0o600}
+            assert config.stat().st_mode & 0o777 == 0o700
+        finally:
+            store.stop()
+    ports = {str(port) for port in store.ports.values()}
+    left = [
+        p.name for p in Path("/tmp").glob("seaweedfs-*.sock") if p.stem.rsplit("-", 1)[-1] in ports
+    ]
+    assert left == []

@@ -62,8 +62,35 @@ def test_a_revoked_key_no_longer_authenticates(store: Store) -> None:
         key_id, key = auth.create_key(session, org="acme", role="member")
     with store.unit() as session:
         session.get(auth.ApiKey, key_id).revoke_time = utcnow()  # type: ignore[union-attr]
-    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated):
+    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated) as refused:
         auth.authenticate(session, key)
+    assert refused.value.metadata == {"problem": "revoked"}
+    assert "trainyard admin create-key" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("presented", "problem"),
+    [(None, "missing"), ("", "missing"), ("Bearer x", "malformed"), ("ty_a b", "malformed"),
+     ("x" * 300, "malformed"), ("ty_" + "A" * 43, "unknown")],
+)  # fmt: skip
+def test_a_refused_key_says_which_problem_it_has(
+    store: Store, presented: str | None, problem: str
+) -> None:
+    with store.unit() as session:
+        key_id, _ = auth.create_key(session, org="acme", role="member")
+        session.flush()
+        session.get(auth.ApiKey, key_id).revoke_time = utcnow()  # type: ignore[union-attr]
+    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated) as refused:
+        auth.authenticate(session, presented)
+    assert refused.value.metadata == {"problem": problem}
+    assert refused.value.message == auth.PROBLEMS[problem]
+
+
+def test_a_key_without_bearer_is_malformed() -> None:
+    with pytest.raises(errors.Unauthenticated) as refused:
+        auth.bearer({"authorization": "ty_" + "A" * 43})
+    assert refused.value.metadata == {"problem": "malformed"}
+    assert auth.bearer({}) is None
 
 
 @pytest.mark.parametrize(
@@ -149,3 +176,14 @@ def test_a_connection_the_database_dropped_is_replaced_before_use(
     monkeypatch.setattr(store_module, "PING_IDLE_SECONDS", 0.0)
     with store.unit(write=False) as session:
         assert session.scalar(sa.text("SELECT 1")) == 1
+
+
+def test_revoke_key_revokes_once_and_knows_no_other_id(store: Store) -> None:
+    with store.unit() as session:
+        key_id, key = auth.create_key(session, org="acme", role="member")
+    with store.unit() as session:
+        assert auth.revoke_key(session, key_id) and auth.revoke_key(session, key_id)
+        assert not auth.revoke_key(session, "key_unknown")
+    with store.unit(write=False) as session, pytest.raises(errors.Unauthenticated) as refused:
+        auth.authenticate(session, key)
+    assert refused.value.metadata == {"problem": "revoked"}

@@ -18,12 +18,11 @@ import torch
 from google.protobuf import json_format
 from safetensors.torch import load_file
 
-from executor import fixture
+from executor.models import fixture
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.pagetoken import PageTokens
 from services.core.validation import parse_json_job
-from services.jobs.service import JobService
+from services.jobs.create import JobCreation
 from trainyard.training.catalog import Catalog
 
 FIXTURE = {
@@ -45,7 +44,7 @@ def task_dir(
 ) -> Path:
     """A work directory with task.json for `spec`, expanded and planned as a create would."""
     catalog = Catalog.discover(models)
-    service = JobService(None, catalog, Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    service = JobCreation(None, catalog, Config.from_env({}), None)  # type: ignore[arg-type]
     admitted = service.admit(Principal("k", "acme", "member"), parse_json_job({**FIXTURE, **spec}))
     job = json_format.MessageToDict(admitted.job, preserving_proto_field_name=True)
     job["id"] = "job_0000000000000001"
@@ -177,11 +176,10 @@ def test_a_lora_run_writes_an_adapter_that_reproduces_the_model(tmp_path: Path) 
         "hyperparameters": {"max_steps": 6, "learning_rate": 0.01},
     }
     work = task_dir(tmp_path, "lora", spec)
-    events = events_of(start(work))
-    assert (
-        result(events)["evaluation"]["served_step"] in (6,)
-        or result(events)["evaluation"] is not None
-    )
+    ended = result(events_of(start(work)))
+    # Six steps end before the first save cadence, so the one evaluation is the last step's.
+    assert ended["served_step"] == 6
+    assert ended["evaluation"]["evaluations"] == 1 and ended["evaluation"]["served_step"] == 6
     output = work / "output"
     assert {"adapter_model.safetensors", "adapter_config.json"} <= {
         p.name for p in output.iterdir()
@@ -316,7 +314,7 @@ def _adapter_trained_on_the_fixture(directory: Path, steps: int = 40) -> Path:
     executor downloads it."""
     import io
 
-    from executor.engine import Engine
+    from executor.engines.lora import Engine
     from trainyard import packing
     from trainyard.training.datasets import fixture_rows
 
@@ -371,3 +369,19 @@ def test_an_adapter_of_another_shape_fails_the_run(tmp_path: Path) -> None:
     proc = start(work)
     proc.communicate(timeout=600)
     assert proc.returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("precision", "dtype"), [("fp32", torch.float32), ("bf16", torch.bfloat16)]
+)
+def test_the_base_is_held_in_the_precision_the_job_names(
+    tmp_path: Path, precision: str, dtype: torch.dtype
+) -> None:
+    spec = {"hyperparameters": {"max_steps": 2, "base_load_precision": precision}}
+    work = task_dir(tmp_path, precision, spec)
+    events = events_of(start(work))
+    assert f"base loaded in {precision}" in [e["line"] for e in events if e["type"] == "log"]
+    weights = load_file(str(work / "output" / "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {dtype}
+    # The digest names the base as published, whatever dtype it trained in.
+    assert result(events)["base_sha256"] == fixture.weights_sha256(fixture.build())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -105,4 +107,37 @@ def test_a_dead_process_is_no_longer_sent_to(tmp_path: Path) -> None:
         assert [p.name for p in (run / "wakeups").iterdir()] != []  # its own stays
     finally:
         sender.close()
-    assert list((run / "wakeups").iterdir()) == []
+    # Only the secret the stack's processes sign with stays.
+    assert [p.name for p in (run / "wakeups").iterdir()] == ["secret"]
+
+
+def test_a_datagram_from_outside_the_stack_wakes_no_one(tmp_path: Path) -> None:
+    """Any local process may send to a loopback port: one that does not hold the secret
+    the stack's user keeps (0600 in a 0700 directory) wakes no one, whatever it sends."""
+    run, url = tmp_path / "run", f"sqlite:///{tmp_path / 'w.db'}"
+    writer = open_store(url)
+    writer.wakeups.connect(url, run)
+    other = Wakeups()
+    other.connect(url, run)
+    directory = run / "wakeups"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE((directory / "secret").stat().st_mode) == 0o600
+    ports = [int(p.name) for p in directory.iterdir() if p.name.isdigit()]
+
+    async def scenario() -> None:
+        with other.watching("job:a") as a, other.watching("job:b") as b:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as outsider:
+                for port in ports:
+                    for forged in (b"job:a", bytes(32) + b"job:a", b"x" * 32 + b"tasks\njob:a"):
+                        outsider.sendto(forged, ("127.0.0.1", port))
+            await asyncio.to_thread(commit, writer, "job:b")
+            await asyncio.wait_for(b.wait(), 10)
+            # Each datagram is taken in the order it came: the forged ones came first.
+            assert not a.is_set()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        other.close()
+        writer.wakeups.close()
+        writer.dispose()

@@ -1,5 +1,5 @@
 """A warm trainer: a process started ahead with its imports done, handed the next task.
-Real processes throughout: the runner, `python -m executor.warm`, and real trainers (the
+Real processes throughout: the runner, `python -m executor.wire.warm`, and real trainers (the
 scripted one, one that says where it runs, and the DeepSpeed fixture trainer)."""
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from executor.agent import Agent, AgentConfig
-from executor.runner import TaskRunner, trainer_env
-from executor.warm import WarmTrainer
+from executor.agent.agent import Agent
+from executor.agent.config import AgentConfig
+from executor.agent.runner import TaskRunner
+from executor.agent.workdir import trainer_env
+from executor.wire.warm import WarmTrainer
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.pagetoken import PageTokens
 from services.core.validation import parse_json_job
-from services.jobs.service import JobService
+from services.jobs.create import JobCreation
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
 from trainyard.job.v1 import job_pb2
@@ -75,12 +76,16 @@ def sent(task: TaskRunner) -> list[Event]:
     return made
 
 
-def timeless(made: list[Event]) -> list[Event]:
-    """The events with the one thing that differs from run to run, the time trained."""
-    return [
+def timeless(made: list[Event]) -> tuple[list[Event], str]:
+    """The events with what differs from run to run taken out: the time trained, and where
+    the trainer's log falls among the other events (its text is compared whole)."""
+    kept = [
         dataclasses.replace(e, training_seconds=0.0) if isinstance(e, events.Result) else e
         for e in made
+        if not isinstance(e, events.Stdio)
     ]
+    text = "".join(e.text for e in made if isinstance(e, events.Stdio))
+    return [dataclasses.replace(e, seq=0) for e in kept], text
 
 
 @pytest.fixture
@@ -121,7 +126,8 @@ def test_a_warm_trainer_takes_the_tasks_environment_and_directory_and_logs_to_it
     root = tmp_path / "tasks"
     for start in (None, warm):
         task = runner(root, WHERE, start, env={"WARM_PROBE": "the task's"})
-        (log,) = [e for e in run(task) if isinstance(e, events.Log)]
+        made = run(task)
+        (log,) = [e for e in made if isinstance(e, events.Log)]
         assert json.loads(log.line) == {
             "cwd": str(task.work),
             "argv": [str(task.work / "task.json")],
@@ -133,6 +139,8 @@ def test_a_warm_trainer_takes_the_tasks_environment_and_directory_and_logs_to_it
         }
         trainer_log = (task.work / "trainer.log").read_text()
         assert trainer_log == "where_trainer: a line on stderr\n"
+        # The log is reported whole, as the attempt's log.
+        assert timeless(made)[1] == trainer_log
     assert "a line on stderr" not in (tmp_path / "warm" / "warm.log").read_text()
 
 
@@ -178,7 +186,7 @@ def test_a_cancel_before_the_warm_trainer_answers_ends_it_cancelled(
 @pytest.mark.parametrize("trainer", ["executor.train", SCRIPTED])
 def test_a_warm_trainer_whose_stdin_closes_exits(tmp_path: Path, trainer: str) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "executor.warm", trainer], cwd=tmp_path,
+        [sys.executable, "-m", "executor.wire.warm", trainer], cwd=tmp_path,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     out, _ = process.communicate(input="", timeout=120)
@@ -216,7 +224,7 @@ def test_a_task_that_sets_what_python_reads_at_start_starts_cold(
     waiting = warm.waiting
     assert waiting is not None
     task = runner(tmp_path / "tasks", WHERE, warm, env={"PYTHONHASHSEED": "7"})
-    assert [e.type for e in run(task)] == ["status", "log", "result"]
+    assert [e.type for e in run(task) if e.type != "stdio"] == ["status", "log", "result"]
     assert task._process is not None and task._process.pid != waiting.pid
     assert warm.waiting is waiting and waiting.poll() is None  # still there for the next
 
@@ -237,7 +245,10 @@ def test_the_agent_hands_its_warm_trainer_to_a_task_and_ends_the_next_when_it_st
         task = agent.runners["tsk_0123456789abcdef"]
         assert task.finished.wait(120)
         assert task._process is not None and task._process.pid == ready
-        assert [e.type for e in sent(task)] == ["status", "log", "result"]
+        # The trainer's stderr line is reported, as the attempt's log, before its result.
+        types = [e.type for e in sent(task)]
+        assert [t for t in types if t != "stdio"] == ["status", "log", "result"]
+        assert types.index("stdio") < types.index("result")
         wait_for(lambda: agent.warm.waiting is not None)
         following = agent.warm.waiting
         assert following is not None and following.pid != ready
@@ -248,7 +259,7 @@ def test_the_agent_hands_its_warm_trainer_to_a_task_and_ends_the_next_when_it_st
 
 
 def fixture_job(steps: int) -> job_pb2.Job:
-    service = JobService(None, Catalog(), Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    service = JobCreation(None, Catalog(), Config.from_env({}), None)  # type: ignore[arg-type]
     body = {
         "base_model": "fixture-tiny-llm",
         "dataset": {"uri": "fixture:synthetic-tiny-v1"},
@@ -280,3 +291,13 @@ def test_the_deepspeed_trainer_trains_the_same_when_started_warm(
 
 def results(made: list[Event]) -> list[Event]:
     return [e for e in timeless(made) if isinstance(e, events.Result)]
+
+
+def test_a_crashed_trainers_output_is_reported_whole_before_its_failure(tmp_path: Path) -> None:
+    env = {"SCRIPTED_CRASH_AT_STEP": "2", "SCRIPTED_STEP_SECONDS": "0"}
+    made = run(runner(tmp_path, SCRIPTED, env=env))
+    assert made[-1] == events.Status("failed", "trainer_failed", seq=len(made))
+    text = "".join(e.text for e in made if isinstance(e, events.Stdio))
+    assert text.startswith("step 1/5 loss ") and "\nTraceback (most recent call last):\n" in text
+    assert text.endswith("RuntimeError: scripted crash at step 2\n")
+    assert text == (tmp_path / "tsk_0123456789abcdef" / "trainer.log").read_text()

@@ -6,10 +6,11 @@ import json
 import os
 import sys
 
-from executor.protocol import emit
+from executor.wire.protocol import emit
+from trainyard.training import events
 
 if __name__ == "__main__":
-    emit(type="status", status="accepted")
+    emit(events.Status("accepted"))
     seen = {
         "cwd": os.getcwd(),
         "argv": sys.argv[1:],
@@ -19,6 +20,6 @@ if __name__ == "__main__":
             for name in ("WARM_PROBE", "WARM_ONLY", "TORCH_EXTENSIONS_DIR")
         },
     }
-    emit(type="log", line=json.dumps(seen, sort_keys=True))
+    emit(events.Log(json.dumps(seen, sort_keys=True)))
     print("where_trainer: a line on stderr", file=sys.stderr, flush=True)
-    emit(type="result", step=1, served_step=1, checkpoint_step=1, base_sha256="0" * 64)
+    emit(events.Result(step=1, served_step=1, checkpoint_step=1, base_sha256="0" * 64))

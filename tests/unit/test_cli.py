@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from trainyard.cli_base import exact_dollars
 from trainyard.ports import free_port
 
 
@@ -84,9 +87,46 @@ def test_a_spec_file_that_is_not_json_is_a_usage_error_naming_where(tmp_path: Pa
         assert "Traceback" not in done.stderr and "secret-value" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [('{"budget": NaN}', "NaN and Infinity"), ('{"a": 1, "a": 2}', "a key appears twice")],
+)
+def test_a_spec_file_of_what_rfc_8259_refuses_is_a_usage_error(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(text)
+    done = run("jobs", "create", "-f", str(spec))
+    assert done.returncode == 2 and f"is not JSON: {words}" in done.stderr, done.stderr
+
+
 def test_download_refuses_a_directory_that_holds_something(tmp_path: Path) -> None:
     (tmp_path / "job_1").mkdir()
     (tmp_path / "job_1" / "kept.txt").write_text("mine")
     done = run("jobs", "download", "job_1", cwd=tmp_path)
     assert done.returncode == 2 and "job_1 exists and is not empty" in done.stderr
     assert (tmp_path / "job_1" / "kept.txt").read_text() == "mine"
+
+
+def test_the_cli_prints_amounts_and_counters_as_numbers_as_the_rest_face_does() -> None:
+    from google.protobuf import json_format
+
+    from trainyard.cli_base import numbers
+    from trainyard.meter.v1 import meter_pb2
+
+    wallet = meter_pb2.Wallet(payer="12", balance_micro_cents=2**40, spend_cap_micro_cents=-1)
+    wallet.holds.add(job_id="7", rate_micro_cents=8_000_000)
+    printed = numbers(wallet, json_format.MessageToDict(wallet, preserving_proto_field_name=True))
+    assert printed["balance_micro_cents"] == 2**40 and printed["spend_cap_micro_cents"] == -1
+    assert printed["holds"] == [{"job_id": "7", "rate_micro_cents": 8_000_000}]
+    assert printed["payer"] == "12"
+
+
+def test_an_exact_amount_keeps_a_sub_cent_amount_to_its_last_micro_cent() -> None:
+    assert [exact_dollars(m) for m in (-4167, 90_000, 10**8, 177_871_234, -(10**13) - 1)] == [
+        "-$0.00004167",
+        "$0.0009",
+        "$1.0000",
+        "$1.77871234",
+        "-$100,000.00000001",
+    ]

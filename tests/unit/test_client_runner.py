@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from executor import agent as agent_module
-from executor.clients import ClientRunner
+from executor.agent import agent as agent_module
+from executor.agent.clients import ClientRunner
+from executor.agent.config import AgentConfig
 from services.core import errors
 from tests.unit.test_runner import Refusal
 from trainyard import packing
@@ -48,7 +49,7 @@ for line in sys.stdin:
         (out / "adapter_model.safetensors").write_bytes(b"weights")
         output = {"name": op["input"]["name"], "step": 2, "dir": str(out)}
     elif op["kind"] == "refuse":
-        answer = {"seq": op["seq"], "ok": False, "code": "VALIDATION_ERROR",
+        answer = {"seq": op["seq"], "ok": False, "code": "INVALID_REQUEST",
                   "field": "data", "message": "must hold 1 to 64 datums", "seconds": 0.0}
         print(json.dumps(answer), flush=True)
         continue
@@ -77,14 +78,20 @@ class Harness:
         self.registered.append((name, sha256, size, meta))
         return artifact_pb2.Grant(stored=True)  # the org holds the bytes: nothing to PUT
 
-    def start(self, base: str = "fixture-tiny-llm") -> ClientRunner:
+    def start(
+        self,
+        base: str = "fixture-tiny-llm",
+        origin: dict[str, Any] | None = None,
+        read: Any = None,
+    ) -> ClientRunner:
+        given = {"base_model": base, "adaptation": {"rank": 4}, "seed": 1, **(origin or {})}
         create = claim_service_pb2.ClientOperation(
             client=CLIENT, seq=0, kind="create", lease="trl_lease", org="acme", report=10,
-            input=json.dumps({"base_model": base, "adaptation": {"rank": 4}, "seed": 1}),
+            input=json.dumps(given),
         )  # fmt: skip
         runner = ClientRunner(
             create, self.tmp_path / "work", self.sent.put, self.register,
-            engine=(sys.executable, str(self.script)),
+            engine=(sys.executable, str(self.script)), read=read,
         )  # fmt: skip
         self.runners.append(runner)
         runner.start()
@@ -147,7 +154,7 @@ def test_each_operation_is_forwarded_in_order_and_a_repeated_seq_again(harness: 
     assert (first.seq, first.ok, json.loads(first.output)) == (1, True, {"echo": {"data": [1]}})
     assert first.seconds == 0.5
     assert (refused.seq, refused.ok, refused.code, refused.field) == (
-        2, False, "VALIDATION_ERROR", "data",
+        2, False, "INVALID_REQUEST", "data",
     )  # fmt: skip
     assert again == first
     assert harness.seen(runner) == [1, 2, 1]
@@ -164,7 +171,7 @@ def test_a_saved_adapter_is_stored_as_a_lora_artifact_of_the_client(harness: Har
     packed = packing.pack_bytes(runner.work / "weights-3")
     assert output == {
         "name": "first", "sha256": hashlib.sha256(packed).hexdigest(), "size": len(packed),
-        "step": 2, "kind": "lora",
+        "step": 2, "kind": "lora", "optimizer": False,
     }  # fmt: skip
     [(name, digest, size, meta)] = harness.registered
     assert (name, digest, size) == ("first", output["sha256"], len(packed))
@@ -227,7 +234,7 @@ def test_the_agent_routes_a_clients_operations_and_drops_it_when_told(
         return made
 
     monkeypatch.setattr(agent_module, "ClientRunner", runner)
-    config = agent_module.AgentConfig(
+    config = AgentConfig(
         url="http://127.0.0.1:9", api_key="k", machine="m", clients=2,
         work_root=harness.tmp_path / "agent",
     )  # fmt: skip
@@ -270,3 +277,61 @@ def test_the_agent_routes_a_clients_operations_and_drops_it_when_told(
         assert CLIENT not in agent.clients
     finally:
         agent._channel.close()
+
+
+def test_a_client_from_a_saved_state_starts_its_engine_on_the_unpacked_bytes(
+    harness: Harness, tmp_path: Path
+) -> None:
+    import http.server
+    import threading
+
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "adapter_model.safetensors").write_bytes(b"weights")
+    (saved / "optimizer.safetensors").write_bytes(b"moments")
+    packed = packing.pack_bytes(saved)
+    sha = hashlib.sha256(packed).hexdigest()
+
+    class Serve(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Serve)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    asked: list[str] = []
+
+    def read(runner: ClientRunner, sha256: str) -> artifact_pb2.Artifact:
+        assert (runner.id, runner.lease) == (CLIENT, "trl_lease")
+        asked.append(sha256)
+        url = f"http://127.0.0.1:{server.server_address[1]}/object"
+        return artifact_pb2.Artifact(sha256=sha256, url=url)
+
+    try:
+        runner = harness.start(origin={"from": sha, "with_optimizer": True}, read=read)
+        assert harness.result().ok
+        spec = json.loads((runner.work / "engine.json").read_text())
+        assert asked == [sha] and spec["with_optimizer"] is True
+        init = Path(spec["init_dir"])
+        assert (init / "optimizer.safetensors").read_bytes() == b"moments"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_client_whose_origin_cannot_be_read_fails_its_create(harness: Harness) -> None:
+    def read(runner: ClientRunner, sha256: str) -> artifact_pb2.Artifact:
+        raise errors.NotFound()
+
+    harness.start(origin={"from": "ab" * 32}, read=read)
+    created = harness.result()
+    assert (created.ok, created.code) == (False, "ENGINE_FAILED")
+    assert created.message == "the adapter the client starts from could not be read"
+    assert "ab" * 32 not in created.message

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from executor import decider, train_decisions
-from executor.train import Plan
+from executor.models import decider
+from executor.trainers.decisions import data, grading, objective, outputs, projection
+from executor.wire.plan import Job, Plan, Task, Term
 from trainyard.training import decisions
 from trainyard.training.decisions import Decision, Question
 
@@ -25,14 +26,14 @@ def test_ece_is_the_binned_gap_between_confidence_and_accuracy() -> None:
     confidence = [0.9, 0.9, 0.62, 0.25]
     correct = [True, False, True, True]
     expected = 2 / 4 * abs(0.5 - 0.9) + 1 / 4 * abs(1 - 0.62) + 1 / 4 * abs(1 - 0.25)
-    assert decider.ece(confidence, correct) == pytest.approx(expected)  # 0.4825
-    assert decider.ece([1.0, 0.999], [True, True]) == pytest.approx(0.0005)  # 1.0 is bin 14
+    assert grading.ece(confidence, correct) == pytest.approx(expected)  # 0.4825
+    assert grading.ece([1.0, 0.999], [True, True]) == pytest.approx(0.0005)  # 1.0 is bin 14
 
 
 def test_grades_read_the_answers_against_the_targets() -> None:
     answers = [[0.9, 0.1], [0.1, 0.9], [0.62, 0.38], [0.25, 0.25, 0.25, 0.25]]
     targets = [[1.0, 0.0], [1.0, 0.0], [0.7, 0.3], [1.0, 0.0, 0.0, 0.0]]
-    g = decider.grade(answers, targets)
+    g = grading.grade(answers, targets)
     assert g.accuracy == 0.75  # the tie goes to the first option, as it does for targets
     log_loss = -(math.log(0.9) + math.log(0.1) + 0.7 * math.log(0.62) + 0.3 * math.log(0.38))
     assert g.log_loss == pytest.approx((log_loss - math.log(0.25)) / 4)
@@ -41,22 +42,22 @@ def test_grades_read_the_answers_against_the_targets() -> None:
 
 def test_hard_margin_is_a_hinge_on_the_gold_logit_over_the_hardest_negative() -> None:
     logits = torch.tensor([[2.0, 1.8, 0.0], [0.0, 3.0, 1.0]])
-    value = decider.hard_margin(logits, torch.tensor([0, 1]), margin=0.5)
+    value = objective.hard_margin(logits, torch.tensor([0, 1]), margin=0.5)
     assert float(value) == pytest.approx((0.5 - 0.2 + 0.0) / 2)
 
 
 def test_pairwise_margin_compares_rows_of_a_group_that_differ() -> None:
     # a: p = [.5, .5], gold 0; b: p = [.25, .75], gold 1; c (another group) is unpaired.
     logits = torch.tensor([[0.0, 0.0], [0.0, math.log(3)], [5.0, 0.0]])
-    value = decider.pairwise_margin(logits, [0, 1, 0], ["g", "g", "h"], margin=0.5)
+    value = objective.pairwise_margin(logits, [0, 1, 0], ["g", "g", "h"], margin=0.5)
     # (a, b): ln .5 − ln .25 = ln 2 ≥ 0.5, no loss; (b, a): ln .75 − ln .5 = ln 1.5 < 0.5.
     assert float(value) == pytest.approx((0.5 - math.log(1.5)) / 2)
-    assert float(decider.pairwise_margin(logits, [0, 0, 0], ["g", "g", "h"])) == 0.0
+    assert float(objective.pairwise_margin(logits, [0, 0, 0], ["g", "g", "h"])) == 0.0
 
 
 def test_consistency_is_the_symmetric_kl_of_a_group_s_views() -> None:
     logits = torch.tensor([[0.0, 0.0], [0.0, math.log(3)], [0.0, 9.0]])
-    value = decider.consistency(logits, [1, 1, 0], ["g", "g", "g"])
+    value = objective.consistency(logits, [1, 1, 0], ["g", "g", "g"])
     # KL(a‖b) + KL(b‖a) = Σ (pa − pb)(ln pa − ln pb) = .25 ln 2 + .25 ln 1.5
     assert float(value) == pytest.approx(0.25 * math.log(3))
 
@@ -71,7 +72,7 @@ def test_the_objective_weighs_each_term_on_top_of_cross_entropy() -> None:
         {"kind": "pairwise_margin", "weight": 2.0, "margin": 0.5},
         {"kind": "hard_margin", "weight": 1.0},
     ]
-    total, parts = decider.objective(logits, rows, terms)
+    total, parts = objective.objective(logits, rows, [Term.of(t) for t in terms])
     ce = -(math.log(0.5) + math.log(0.75)) / 2
     hinge = (0.5 + 0.0) / 2  # gold margins of 0 and ln 3 against the default 0.5
     assert parts["cross_entropy"] == pytest.approx(ce)
@@ -98,8 +99,8 @@ def test_a_noul_is_answered_by_one_logit() -> None:
 def test_the_base_knows_its_suites_and_not_the_queue() -> None:
     model = decider.build()
     for name in decisions.KNOWN_SUITES:
-        assert decider.grade_model(model, decider.holdout(name)).accuracy >= 0.9
-    assert decider.grade_model(model, decider.holdout("queue")).accuracy < 0.6
+        assert grading.grade_model(model, decider.holdout(name)).accuracy >= 0.9
+    assert grading.grade_model(model, decider.holdout("queue")).accuracy < 0.6
 
 
 def test_the_base_builds_to_the_same_bytes_every_time() -> None:
@@ -118,11 +119,11 @@ def test_the_projection_removes_exactly_the_protected_components() -> None:
     generator = torch.Generator().manual_seed(1)
     vectors = [torch.randn(50, generator=generator, dtype=torch.float64) for _ in range(6)]
     vectors.append(vectors[0] * 2 + vectors[1])  # a dependent one adds no direction
-    basis = decider.orthonormal(vectors)
+    basis = projection.orthonormal(vectors)
     assert basis.shape == (50, 6)
     g = torch.randn(50, generator=generator)
     for strength in (1.0, 0.5):
-        projector = decider.Projector({"w": basis}, strength)
+        projector = projection.Projector({"w": basis}, strength)
         grad = g.clone()
         share = projector.project("w", grad)
         inside = basis @ (basis.T @ g)
@@ -138,7 +139,7 @@ def test_a_projected_readout_step_leaves_the_protected_answers_as_they_were() ->
     for name, p in model.named_parameters():
         p.requires_grad_(name in decider.HEAD)
     head = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    projector = decider.protected_subspace(model, decider.known_rows(), head, strength=1.0)
+    projector = projection.protected_subspace(model, decider.known_rows(), head, strength=1.0)
     protected = [r for name in decisions.KNOWN_SUITES for r in decider.holdout(name)]
 
     def flat(model: decider.Decider) -> torch.Tensor:
@@ -153,7 +154,7 @@ def test_a_projected_readout_step_leaves_the_protected_answers_as_they_were() ->
         for name, p in trial.named_parameters():
             p.requires_grad_(name in decider.HEAD)
         logits = decider.logits_of(trial, [r.state for r in queue], queue[0].question)
-        decider.objective(logits, queue, [])[0].backward()
+        objective.objective(logits, queue, [])[0].backward()
         params = {n: p for n, p in trial.named_parameters() if p.requires_grad}
         shares = projector.apply(params) if project else {}
         assert not project or 0 < shares["head.weight"] < 1
@@ -177,7 +178,7 @@ def _trained() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
 
 def test_a_capability_reloads_and_answers_as_it_was_graded(tmp_path: Path) -> None:
     base, trained = _trained()
-    delta, served = decider.served_from_delta(trained, base, decider.HEAD)
+    delta, served = outputs.served_from_delta(trained, base, decider.HEAD)
     assert set(delta) == set(decider.HEAD)
     question = decisions.SUITES["queue"].question
     rows = decider.holdout("queue")
@@ -185,7 +186,7 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(tmp_path: Path) -> No
         "base_model": "fixture-tiny-decider", "revision": "v1",
         "base_sha256": decider.state_sha256(base), "adaptation": {"mode": "readout"},
     }  # fmt: skip
-    decider.write_capability(tmp_path, served, delta, question, meta, rows[:5])
+    outputs.write_capability(tmp_path, served, delta, question, meta, rows[:5])
     doc = json.loads((tmp_path / "capability.json").read_text())
     assert doc["serves"] == "head" and doc["temperature"] == 1.0
     assert doc["question"] == {
@@ -205,9 +206,9 @@ def test_a_capability_reloads_and_answers_as_it_was_graded(tmp_path: Path) -> No
 
 def test_a_checkpoint_reloads_whole(tmp_path: Path) -> None:
     base, trained = _trained()
-    _, served = decider.served_from_delta(trained, base, sorted(trained))
+    _, served = outputs.served_from_delta(trained, base, sorted(trained))
     question = decisions.SUITES["spam"].question
-    decider.write_checkpoint(
+    outputs.write_checkpoint(
         tmp_path, served, question, {"base_model": "x"}, decider.holdout("spam")[:4]
     )
     loaded = decider.load(tmp_path)
@@ -218,13 +219,13 @@ def test_a_checkpoint_reloads_whole(tmp_path: Path) -> None:
 
 def _plan(steps: int, ebs: int) -> Plan:
     job = {"planned_steps": steps, "effective_batch_size": ebs, "hyperparameters": {"seed": 3}}
-    return Plan(job, {}, Path("."), Path("."), None, None)
+    return Plan(Job.of(job), Task(), Path("."), Path("."))
 
 
 def test_steps_walk_whole_groups_in_a_seeded_order() -> None:
     train = decisions.split(decisions.fixture_rows())[0]
-    steps = train_decisions.step_batches(train, _plan(40, 12))
-    assert len(steps) == 40 and steps == train_decisions.step_batches(train, _plan(40, 12))
+    steps = data.step_batches(train, _plan(40, 12))
+    assert len(steps) == 40 and steps == data.step_batches(train, _plan(40, 12))
     epoch = [i for s in steps for i in s][: len(train)]
     assert sorted(epoch) == list(range(len(train)))
     runs = [train[i].group for i in epoch]
@@ -232,13 +233,13 @@ def test_steps_walk_whole_groups_in_a_seeded_order() -> None:
 
 
 def test_the_verdict_holds_each_protected_suite_to_the_budget() -> None:
-    base = decider.Grades(1.0, 0.1, 0.03)
+    base = grading.Grades(1.0, 0.1, 0.03)
     budget = {"accuracy": 0.02, "ece": 0.02}
-    assert train_decisions.within_budget(base, decider.Grades(0.98, 0.3, 0.05), budget)
-    assert not train_decisions.within_budget(base, decider.Grades(0.97, 0.1, 0.03), budget)
-    assert not train_decisions.within_budget(base, decider.Grades(1.0, 0.1, 0.06), budget)
-    assert train_decisions.within_budget(base, decider.Grades(0.5, 2.0, 0.5), {})
+    assert grading.within_budget(base, grading.Grades(0.98, 0.3, 0.05), budget)
+    assert not grading.within_budget(base, grading.Grades(0.97, 0.1, 0.03), budget)
+    assert not grading.within_budget(base, grading.Grades(1.0, 0.1, 0.06), budget)
+    assert grading.within_budget(base, grading.Grades(0.5, 2.0, 0.5), {})
     protected = {"role": "protected", "within_budget": False}
     target = {"role": "target", "within_budget": False}
-    assert train_decisions.verdict([target]) == "accepted"
-    assert train_decisions.verdict([target, protected]) == "rejected"
+    assert grading.verdict([target]) == "accepted"
+    assert grading.verdict([target, protected]) == "rejected"

@@ -11,9 +11,8 @@ import pytest
 from services.core import errors
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.pagetoken import PageTokens
 from services.core.validation import parse_json_job
-from services.jobs.service import JobService
+from services.jobs.create import JobCreation
 from trainyard.training import decisions
 from trainyard.training.catalog import Catalog
 from trainyard.training.datasets import DatasetError
@@ -74,7 +73,7 @@ QUESTION = EXAMPLE["questions"]["queue"]  # type: ignore[index]
 def test_any_other_row_fails_naming_its_line_and_not_its_text(bad: Any) -> None:
     with pytest.raises(DatasetError) as caught:
         decisions.parse_jsonl(lines(EXAMPLE, bad))
-    assert caught.value.reason == "DATASET_UNUSABLE"
+    assert caught.value.reason == "TRAINING_DATASET_UNUSABLE"
     assert caught.value.metadata == {"line": "2"}
     assert "charged" not in str(caught.value) and "billing" not in str(caught.value)
 
@@ -104,12 +103,12 @@ def test_a_snapshot_carries_every_row_exactly_with_its_split() -> None:
 
 
 @pytest.fixture(scope="module")
-def service() -> JobService:
+def service() -> JobCreation:
     catalog = Catalog.discover(None)
-    return JobService(None, catalog, Config.from_env({}), PageTokens(b"k" * 32))  # type: ignore[arg-type]
+    return JobCreation(None, catalog, Config.from_env({}), None)  # type: ignore[arg-type]
 
 
-def admit(service: JobService, **spec: Any) -> Any:
+def admit(service: JobCreation, **spec: Any) -> Any:
     body = {
         "base_model": "fixture-tiny-decider",
         "dataset": {"uri": "fixture:decisions-tiny-v1"},
@@ -119,14 +118,14 @@ def admit(service: JobService, **spec: Any) -> Any:
     return service.admit(Principal("k", "acme", "member"), parse_json_job(body)).job
 
 
-def refusal(service: JobService, **spec: Any) -> tuple[str, dict[str, str]]:
+def refusal(service: JobCreation, **spec: Any) -> tuple[str, dict[str, str]]:
     with pytest.raises(errors.DomainError) as caught:
         admit(service, **spec)
     return caught.value.reason, dict(caught.value.metadata)
 
 
 def test_a_decision_job_trains_a_readout_capability_holding_out_a_fifth(
-    service: JobService,
+    service: JobCreation,
 ) -> None:
     job = admit(service)
     assert (job.adaptation.mode, job.output.kind) == ("readout", "capability")
@@ -135,7 +134,7 @@ def test_a_decision_job_trains_a_readout_capability_holding_out_a_fifth(
 
 
 def test_auto_chooses_full_and_says_why_and_protection_gets_its_defaults(
-    service: JobService,
+    service: JobCreation,
 ) -> None:
     job = admit(
         service,
@@ -152,7 +151,7 @@ def test_auto_chooses_full_and_says_why_and_protection_gets_its_defaults(
     ("spec", "reason", "supported"),
     [
         ({"adaptation": {"mode": "lora"}}, "UNSUPPORTED_ADAPTATION", "full,readout,auto"),
-        ({"protect": {"suites": ["queue"]}}, "VALIDATION_ERROR", "sentiment,topic,spam"),
+        ({"protect": {"suites": ["queue"]}}, "INVALID_REQUEST", "sentiment,topic,spam"),
         (
             {"protect": {"suites": ["topic"], "capabilities": ["a" * 64]}},
             "UNSUPPORTED_PROTECT",
@@ -162,13 +161,13 @@ def test_auto_chooses_full_and_says_why_and_protection_gets_its_defaults(
         ({"output": {"kind": "lora"}}, "UNSUPPORTED_OUTPUT", "checkpoint,capability"),
         (
             {"dataset": {"uri": "fixture:synthetic-tiny-v1"}},
-            "VALIDATION_ERROR",
-            "fixture:decisions-tiny-v1,artifact",
+            "INVALID_REQUEST",
+            "fixture:decisions-tiny-v1,artifact,s3,hf",
         ),
     ],
 )
 def test_what_the_decision_base_does_not_run_is_refused_with_what_it_does(
-    service: JobService, spec: dict[str, Any], reason: str, supported: str | None
+    service: JobCreation, spec: dict[str, Any], reason: str, supported: str | None
 ) -> None:
     got, metadata = refusal(service, **spec)
     assert got == reason
@@ -177,7 +176,7 @@ def test_what_the_decision_base_does_not_run_is_refused_with_what_it_does(
 
 
 def test_the_llm_base_still_refuses_what_only_the_decision_base_runs(
-    service: JobService,
+    service: JobCreation,
 ) -> None:
     llm = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
     assert refusal(service, **llm, adaptation={"mode": "readout"})[0] == "UNSUPPORTED_ADAPTATION"

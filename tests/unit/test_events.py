@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from executor import protocol
+from executor.wire import protocol
 from services.claims.reports import numbered, parse_events
 from services.core import errors
 from trainyard.claim.v1 import task_pb2
@@ -32,6 +32,7 @@ WIRE = [
     task_pb2.TaskEvent(seq=6, type="metric", name="loss", step=3, value=2.5),
     task_pb2.TaskEvent(seq=7, type="metric", name="eval/loss", step=0, value=0.0),
     task_pb2.TaskEvent(seq=8, type="log", line="step 3 done"),
+    task_pb2.TaskEvent(seq=12, type="stdio", text="Traceback (most recent call last):\n"),
     task_pb2.TaskEvent(seq=9, type="artifact", sha256=SHA),
     task_pb2.TaskEvent(seq=10, type="result", result=RESULT),
     task_pb2.TaskEvent(seq=11, type="result", result=task_pb2.TaskResult(step=1)),
@@ -50,8 +51,8 @@ def test_each_kind_reads_from_the_wire_and_writes_back_unchanged(
 def test_each_kind_is_its_own_class() -> None:
     kinds = {type(events.parse(p)) for p in WIRE}
     assert kinds == {
-        events.Status, events.Coordinator, events.Metric, events.Log, events.Artifact,
-        events.Result,
+        events.Status, events.Coordinator, events.Metric, events.Log, events.Stdio,
+        events.Artifact, events.Result,
     }  # fmt: skip
 
 
@@ -102,7 +103,7 @@ def test_every_refusal_names_its_field(proto: task_pb2.TaskEvent, field: str, me
     with pytest.raises(errors.ValidationError) as answered:
         parse_events([WIRE[0], proto])
     assert answered.value.fields == [(field, message)]
-    assert answered.value.reason == "VALIDATION_ERROR"
+    assert answered.value.reason == "INVALID_REQUEST"
 
 
 @pytest.mark.parametrize(
@@ -114,7 +115,7 @@ def test_every_refusal_names_its_field(proto: task_pb2.TaskEvent, field: str, me
         ),
         (
             task_pb2.TaskEvent(seq=1, type="output"),
-            "status,coordinator,metric,log,artifact,result",
+            "status,coordinator,metric,log,stdio,artifact,result",
         ),
     ],
 )
@@ -156,6 +157,16 @@ def test_a_report_holds_at_most_500_events() -> None:
         parse_events(many)
     assert answered.value.fields == [("events", "must hold at most 500 events")]
     assert len(parse_events(many[:500])) == 500
+
+
+def test_a_trainers_output_goes_in_pieces_that_join_back_and_fit_the_wire() -> None:
+    text = "step 1\n" + "é" * 5000 + "\nRuntimeError: boom\n"
+    pieces = events.Stdio.pieces(text)
+    assert "".join(p.text for p in pieces) == text
+    assert all(len(p.text.encode()) <= events.MAX_LOG_BYTES for p in pieces) and len(pieces) == 3
+    with pytest.raises(errors.ValidationError) as answered:
+        parse_events([task_pb2.TaskEvent(seq=1, type="stdio", text="é" * 2049)])
+    assert answered.value.fields == [("events.text", "must be at most 4096 bytes")]
 
 
 def test_a_long_log_line_is_cut_at_a_character() -> None:

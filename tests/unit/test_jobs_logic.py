@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from services.core import errors, states
+from services.core.datasets import check_upload
 from services.core.tables import JobRow
 from services.core.validation import parse_json_job
 from services.jobs import frozen, spec
@@ -97,16 +98,19 @@ def chat(*messages: tuple[str, str], tags: tuple[str, ...] = ()) -> datasets.Row
 def test_dataset_checks_empty_unusable_and_conflict_with_the_count() -> None:
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.check([], system_prompt="", loss_mask="assistant_only")
-    assert caught.value.reason == "DATASET_EMPTY"
+    assert caught.value.reason == "TRAINING_DATASET_EMPTY"
     blank = [chat(("user", "hi"), ("assistant", "  "))]
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.check(blank, system_prompt="", loss_mask="assistant_only")
-    assert caught.value.reason == "DATASET_UNUSABLE"
+    assert caught.value.reason == "TRAINING_DATASET_UNUSABLE"
     rows = [chat(("system", "be nice"), ("user", "a"), ("assistant", "b")) for _ in range(3)]
     rows.append(chat(("user", "a"), ("assistant", "c")))
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.check(rows, system_prompt="Be brief.", loss_mask="assistant_only")
-    assert caught.value.reason == "DATASET_CONFLICT" and caught.value.metadata["conflicts"] == "3"
+    assert (
+        caught.value.reason == "TRAINING_DATASET_CONFLICT"
+        and caught.value.metadata["conflicts"] == "3"
+    )
 
 
 def test_tags_select_the_union_and_unknown_tags_are_refused() -> None:
@@ -114,7 +118,7 @@ def test_tags_select_the_union_and_unknown_tags_are_refused() -> None:
     assert len(datasets.select(rows, ["reverse", "upper", "reverse"])) == 80
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.select(rows, ["nope"])
-    assert caught.value.reason == "DATASET_SELECTION_INVALID"
+    assert caught.value.reason == "TRAINING_DATASET_SELECTION_INVALID"
 
 
 def test_uploaded_rows_parse_and_a_bad_line_is_named_by_number() -> None:
@@ -124,16 +128,166 @@ def test_uploaded_rows_parse_and_a_bad_line_is_named_by_number() -> None:
     ] * 2
     with pytest.raises(datasets.DatasetError) as caught:
         datasets.parse_jsonl(good + b'{"messages": "SECRET"}\n')
-    assert caught.value.reason == "DATASET_UNUSABLE" and caught.value.metadata["line"] == "2"
+    assert (
+        caught.value.reason == "TRAINING_DATASET_UNUSABLE" and caught.value.metadata["line"] == "2"
+    )
     assert "SECRET" not in str(caught.value)
 
 
-def test_the_eval_split_is_stable_and_grows_by_identity() -> None:
+CHAT = (
+    b'{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "where"),
+    [
+        (
+            b'{"messages": [{"role": "user", "content": "SECRET',
+            "Line 2 is not valid JSON: its first error is at column 43.",
+            {"problem": "invalid_json", "column": "43"},
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "SECRET \xff"}]}',
+            "Line 2 is not UTF-8 text: its first bad byte is byte 51.",
+            {"problem": "not_utf8", "byte": "51"},
+        ),
+        (
+            b'{"messages": [{"role": "SECRET", "content": "x"}]}',
+            "Line 2 has messages[0].role that is not one of system, user, assistant.",
+            {
+                "problem": "unknown_role",
+                "row_field": "messages[0].role",
+                "supported": "system,user,assistant",
+            },
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}, {"content": "SECRET"}]}',
+            "Line 2 has messages[1].role that is not one of system, user, assistant.",
+            {
+                "problem": "unknown_role",
+                "row_field": "messages[1].role",
+                "supported": "system,user,assistant",
+            },
+        ),
+        (
+            b'{"messages": [{"role": "user", "content": [{"type": "text", "text": "SECRET"}]}]}',
+            "Line 2 has messages[0].content that is not a string: a message's content is its "
+            "text, not a list of parts.",
+            {"problem": "content_not_text", "row_field": "messages[0].content"},
+        ),
+        (
+            b'{"prompt": "SECRET", "completion": "SECRET"}',
+            'Line 2 is a prompt/completion row, not the chat format: write each as {"messages": '
+            '[{"role": "user", "content": PROMPT}, {"role": "assistant", "content": COMPLETION}]}.',
+            {"problem": "prompt_completion", "row_field": "messages"},
+        ),
+        (
+            b'{"text": "SECRET"}',
+            'Line 2 has no messages list; a row is one chat, {"messages": [{"role": "user", '
+            '"content": "..."}, ...]}.',
+            {"problem": "no_messages", "row_field": "messages"},
+        ),
+        (
+            b'["SECRET"]',
+            'Line 2 is not a JSON object; a row is one chat, {"messages": [{"role": "user", '
+            '"content": "..."}, ...]}.',
+            {"problem": "not_object"},
+        ),
+        (
+            b'{"messages": ["SECRET"]}',
+            "Line 2 has messages[0] that is not an object with a role and a content.",
+            {"problem": "message_not_object", "row_field": "messages[0]"},
+        ),
+        (
+            b'{"messages": [], "tags": "SECRET"}',
+            "Line 2 has tags that are not a list of strings.",
+            {"problem": "tags_not_text", "row_field": "tags"},
+        ),
+        (
+            b"[" * 100_000,
+            "Line 2 holds JSON past what a row may: a number too long or nesting too deep.",
+            {"problem": "json_too_large"},
+        ),
+    ],
+    ids=[
+        "cut",
+        "not-utf8",
+        "unknown-role",
+        "no-role",
+        "list-content",
+        "prompt-completion",
+        "no-messages",
+        "not-object",
+        "message-not-object",
+        "tags",
+        "too-deep",
+    ],
+)
+def test_a_row_that_is_not_a_chat_is_refused_saying_what_is_wrong_without_quoting_it(
+    line: bytes, message: str, where: dict[str, str]
+) -> None:
+    with pytest.raises(datasets.DatasetError) as caught:
+        datasets.parse_jsonl(CHAT + line + b"\n" + CHAT)
+    assert (caught.value.reason, caught.value.field) == ("TRAINING_DATASET_UNUSABLE", "dataset.uri")
+    assert str(caught.value) == message
+    assert caught.value.metadata == {"line": "2", **where}
+    assert "SECRET" not in str(caught.value) + repr(caught.value.metadata)
+
+
+def test_an_upload_of_blank_lines_alone_is_empty() -> None:
+    with pytest.raises(errors.DomainError) as caught:
+        check_upload(b"\n  \n\t\n")
+    assert caught.value.reason == "TRAINING_DATASET_EMPTY"
+    assert str(caught.value) == "The dataset holds no rows: each of its lines is to be one chat."
+
+
+def test_the_eval_split_is_the_same_for_the_same_rows_in_any_order() -> None:
     rows = datasets.fixture_rows()
     first = datasets.eval_ids(rows, "assistant_only")
-    assert first == datasets.eval_ids(list(reversed(rows)), "assistant_only") and len(first) == 8
+    assert first == datasets.eval_ids(list(reversed(rows)), "assistant_only")
+    assert first == {r.id for r in rows if datasets.on_eval_side(r.id)} and len(first) >= 8
     snap = datasets.build_snapshot(rows, "assistant_only")
     assert snap.sha256 == datasets.build_snapshot(rows, "assistant_only").sha256
+
+
+def chat_line(i: int) -> bytes:
+    doc = {"id": f"grown-{i}", "messages": [{"role": "user", "content": f"q{i}"},
+                                            {"role": "assistant", "content": f"a{i}"}]}  # fmt: skip
+    return json.dumps(doc).encode() + b"\n"
+
+
+def test_a_dataset_grown_a_row_at_a_time_moves_no_example_across_the_split() -> None:
+    # From a selection that has its eval set, 1,000 rows added one at a time: each lands
+    # on the side its identity gives it and nothing already placed changes side.
+    data = b"".join(chat_line(i) for i in range(200))
+    snapshot = datasets.build_snapshot(datasets.parse_jsonl(data), "assistant_only")
+    placed = {row.id: split for row, split in snapshot.items}
+    assert "eval" in placed.values()
+    for i in range(200, 1200):
+        data += chat_line(i)
+        rows = datasets.parse_jsonl(data)
+        held = datasets.eval_ids(rows, "assistant_only")
+        now = {row.id: "eval" if row.id in held else "train" for row in rows}
+        assert {k: now[k] for k in placed} == placed, f"a row changed side at row {i}"
+        assert now[f"grown-{i}"] == ("eval" if datasets.on_eval_side(f"grown-{i}") else "train")
+        placed = now
+    assert 0.03 < sum(v == "eval" for v in placed.values()) / len(placed) < 0.07
+
+
+def test_the_eval_split_keeps_the_policys_bounds() -> None:
+    rows = datasets.parse_jsonl(b"".join(chat_line(i) for i in range(400)))
+    side = [r for r in rows if datasets.on_eval_side(r.id)]
+    rest = [r for r in rows if not datasets.on_eval_side(r.id)]
+    assert datasets.eval_ids(side[:8] + rest[:151], "assistant_only") == set()  # under 160
+    assert datasets.eval_ids(side[:7] + rest[:193], "assistant_only") == set()  # 7 on the side
+    assert datasets.eval_ids(side[:8] + rest[:152], "assistant_only") == {r.id for r in side[:8]}
+    many = datasets.parse_jsonl(b"".join(chat_line(i) for i in range(12_000)))
+    ranked = sorted(
+        (datasets.identity_hash(r.id), r.id) for r in many if datasets.on_eval_side(r.id)
+    )
+    assert len(ranked) > 512
+    assert datasets.eval_ids(many, "assistant_only") == {i for _, i in ranked[:512]}
 
 
 FIXTURE = {
@@ -157,7 +311,15 @@ FIXTURE = {
             "hyperparameters.learning_rate",
         ),
         ({**FIXTURE, "hyperparameters": {"max_steps": 2.5}}, "hyperparameters.max_steps"),
-        ({**FIXTURE, "dataset": {"uri": "s3://bucket/rows.jsonl"}}, "dataset.uri"),
+        ({**FIXTURE, "dataset": {"uri": "ftp://host/rows.jsonl"}}, "dataset.uri"),
+        ({**FIXTURE, "dataset": {"uri": "s3://bucket/rows.jsonl"}}, "dataset.source"),
+        ({**FIXTURE, "dataset": {"uri": "s3://Bad_Bucket/k", "source": "s"}}, "dataset.uri"),
+        (
+            {**FIXTURE, "dataset": {"uri": "hf://datasets/o/n@main", "source": "s"}},
+            "dataset.source",
+        ),
+        ({**FIXTURE, "dataset": {"uri": "hf://datasets/o/n@main"}}, "dataset.uri"),
+        ({**FIXTURE, "dataset": {"uri": "hf://o/model/rows.jsonl"}}, "dataset.uri"),
         ({**FIXTURE, "dataset": {"uri": "fixture:other"}}, "dataset.uri"),
         ({**FIXTURE, "base_model": "/models/llama"}, "base_model"),
         ({**FIXTURE, "base_model": "gpt-unapproved"}, "base_model"),
@@ -178,7 +340,8 @@ FIXTURE = {
 def test_strict_input_names_the_field_and_never_the_value(body: dict, field: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(errors.DomainError) as caught:
         spec.validate(parse_json_job(body), Catalog())
-    assert caught.value.reason == "VALIDATION_ERROR"
+    unknown_base = body["base_model"] == "gpt-unapproved"  # a path is a shape fault first
+    assert caught.value.reason == ("UNSUPPORTED_BASE" if unknown_base else "INVALID_REQUEST")
     assert caught.value.metadata["field"] == field
     sent = json.dumps(body)
     for value in (
@@ -334,7 +497,7 @@ class JobLifecycle(RuleBasedStateMachine):
         try:
             plan = states.cancel_plan(self.status, held=held)
         except errors.DomainError as exc:
-            assert (self.status == "finalizing" and exc.reason == "JOB_FINALIZING") or (
+            assert (self.status == "finalizing" and exc.reason == "TRAINING_JOB_FINALIZING") or (
                 self.status in states.TERMINAL - {"cancelled"}
                 and exc.reason == "INVALID_TRANSITION"
             )
@@ -395,7 +558,7 @@ ADAPTER = "c0" * 32
 def test_a_from_outside_what_runs_is_refused_naming_its_field(body: dict, field: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(errors.DomainError) as caught:
         spec.validate(parse_json_job(body), Catalog())
-    assert (caught.value.reason, caught.value.metadata["field"]) == ("VALIDATION_ERROR", field)
+    assert (caught.value.reason, caught.value.metadata["field"]) == ("INVALID_REQUEST", field)
     assert (
         "not-a-sha256" not in caught.value.message and ADAPTER.upper() not in caught.value.message
     )
@@ -413,3 +576,82 @@ def test_a_job_from_an_adapter_is_lora_by_default() -> None:
     request = parse_json_job({**FIXTURE, "from": ADAPTER})
     job = spec.expand(request, spec.validate(request, Catalog()))
     assert job.adaptation.mode == "lora" and spec.origin(job) == ADAPTER
+
+
+DECISION = {"base_model": "fixture-tiny-decider", "dataset": {"uri": "fixture:decisions-tiny-v1"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "metadata"),
+    [
+        # HIP-1333 §3's example shape: a decision job across two machines.
+        (
+            {**DECISION, "resources": {"machines": ["gpu-1", "gpu-2"]}},
+            "resources.machines",
+            {"max": "1"},
+        ),
+        (
+            {**FIXTURE, "dataset": {**FIXTURE["dataset"], "splits": {"train": "train"}}},
+            "dataset.splits",
+            {"supported": ""},
+        ),
+        (
+            {**FIXTURE, "dataset": {**FIXTURE["dataset"], "splits": {"test": "x"}}},
+            "dataset.splits",
+            {"supported": "train,validation"},
+        ),
+        (
+            {**FIXTURE, "hyperparameters": {"base_load_precision": "fp16"}},
+            "hyperparameters.base_load_precision",
+            {"supported": "fp32,bf16"},
+        ),
+        (
+            {**DECISION, "hyperparameters": {"base_load_precision": "bf16"}},
+            "hyperparameters.base_load_precision",
+            {"supported": "fp32"},
+        ),
+    ],
+)
+def test_what_no_executor_would_run_is_refused_at_create_naming_its_field(
+    body: dict,  # type: ignore[type-arg]
+    field: str,
+    metadata: dict[str, str],
+) -> None:
+    with pytest.raises(errors.ValidationError) as caught:
+        spec.validate(parse_json_job(body), Catalog())
+    assert caught.value.metadata["field"] == field
+    assert metadata.items() <= caught.value.metadata.items()
+
+
+def test_a_decision_job_on_one_named_machine_and_a_language_job_on_two_are_accepted() -> None:
+    spec.validate(parse_json_job({**DECISION, "resources": {"machines": ["gpu-1"]}}), Catalog())
+    two = {**FIXTURE, "resources": {"machines": ["gpu-1", "gpu-2"]}}
+    spec.validate(parse_json_job(two), Catalog())
+
+
+# -- the expected price's seconds ------------------------------------------------------------
+
+
+def test_fixture_expected_seconds_are_its_profile_not_the_admission_tolerance() -> None:
+    from trainyard.training.catalog import FIXTURE
+
+    model = FIXTURE.to_proto().profile.duration
+    got = planning.expected_seconds(model, 5, 256, FIXTURE.post_processing_seconds)
+    # 5 steps of 0.5 s and 5 s of saving (loading is never charged): seconds, not 30 minutes.
+    assert got == pytest.approx(7.5)
+    # Admission's ceiling still adds the profile's loading and the seed's tolerance.
+    projected = planning.projected_active_seconds(planning.workload_seconds(model, 5, 256))
+    assert projected == pytest.approx(1832.5)
+
+
+def test_measured_step_times_replace_the_profiles() -> None:
+    from trainyard.training.catalog import FIXTURE
+
+    model = FIXTURE.to_proto().profile.duration
+    # Three trainers' loops: 20 steps in 40 s, 10 in 30 s, 20 in 20 s.
+    measured = planning.measured_step_seconds([(40.0, 20), (30.0, 10), (20.0, 20)])
+    assert measured == pytest.approx(2.0)
+    got = planning.expected_seconds(model, 5, 256, 5.0, measured)
+    assert got == pytest.approx(5 * 2.0 + 5.0)
+    assert planning.measured_step_seconds([]) is None
+    assert planning.measured_step_seconds([(40.0, 0), (0.0, 5)]) is None

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from services.core import errors
 from services.core.validation import parse_json_job
 from services.jobs import spec
 from tests.support import make_local_model
-from trainyard.training.catalog import Catalog
+from trainyard.training.catalog import RESCAN_SECONDS, Catalog
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +55,43 @@ def test_a_job_on_a_local_base_validates_and_expands_from_its_profile(models: Pa
         "v_proj",
     ]
     assert expanded.output.kind == "lora" and expanded.revision == "local"
+
+
+def test_a_model_copied_in_is_found_without_a_new_catalog(models: Path, tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    root.mkdir()
+    catalog = Catalog.discover(root)
+    assert catalog.get("tiny-llama") is None
+    # Half copied: its weights are not there yet, so it is not a base.
+    (root / "tiny-llama").mkdir()
+    shutil.copy(models / "tiny-llama" / "config.json", root / "tiny-llama")
+    assert catalog.get("tiny-llama") is None
+    for part in (models / "tiny-llama").iterdir():
+        shutil.copy(part, root / "tiny-llama")
+    assert catalog.get("tiny-llama") is not None
+    assert "tiny-llama" in [m.name for m in catalog.to_proto()]
+
+
+def test_a_known_name_is_checked_again_once_the_interval_passed(
+    models: Path, tmp_path: Path
+) -> None:
+    now = [0.0]
+    root = tmp_path / "models"
+    shutil.copytree(models / "tiny-llama", root / "tiny-llama")
+    catalog = Catalog(models_dir=root, clock=lambda: now[0])
+    assert catalog.get("tiny-llama") is not None
+    shutil.rmtree(root / "tiny-llama")
+    assert catalog.get("tiny-llama") is not None
+    now[0] += RESCAN_SECONDS
+    assert catalog.get("tiny-llama") is None
+    shutil.copytree(models / "tiny-llama", root / "tiny-llama")
+    assert "tiny-llama" in catalog.names
+
+
+def test_an_unknown_base_says_where_bases_come_from_without_a_path(models: Path) -> None:
+    job = parse_json_job({"base_model": "absent", "dataset": {"uri": "fixture:synthetic-tiny-v1"}})
+    with pytest.raises(errors.DomainError) as refused:
+        spec.validate(job, Catalog.discover(models))
+    message = refused.value.message
+    assert "TRAINYARD_MODELS_DIR" in message and "/v1/train/models" in message
+    assert str(models) not in message and "/" + models.name not in message

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from executor.runner import TaskRunner
+from executor.agent.runner import TaskRunner
 from services.core import errors
 from services.core.config import Config, ConfigError
 from services.core.metrics import outcome, split_method
@@ -23,7 +23,7 @@ from trainyard.training import events
     ("exc", "expected"),
     [
         (None, ("OK", "")),
-        (errors.ValidationError("name"), ("INVALID_ARGUMENT", "VALIDATION_ERROR")),
+        (errors.ValidationError("name"), ("INVALID_ARGUMENT", "INVALID_REQUEST")),
         (errors.NotFound(), ("NOT_FOUND", "NOT_FOUND")),
         (errors.Conflict(), ("ABORTED", "CONFLICT")),
         (

@@ -15,7 +15,7 @@ import torch
 from click.testing import CliRunner
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from executor import bases, decider, fixture
+from executor.models import bases, decider, fixture
 from tests.support import make_local_model
 from trainyard.cli import main
 from trainyard.training.datasets import fixture_rows

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.core import errors
-from services.core.tables import PublicationRow
+from services.core.object_tables import PublicationRow
 from services.jobs.publishing import check_route, claims, revision_of, route_proto
 from trainyard.job.v1 import publication_pb2
 

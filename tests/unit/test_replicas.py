@@ -40,7 +40,13 @@ def test_the_first_replica_keeps_the_service_name() -> None:
 
 
 def rendered(ports: dict[str, int | list[int]]) -> str:
-    return render(listen_host="127.0.0.1", listen_port=1, admin_port=2, ports=ports)
+    return render(
+        listen_host="127.0.0.1",
+        listen_port=1,
+        admin_port=2,
+        admin_socket="/tmp/a.sock",
+        ports=ports,
+    )
 
 
 def test_two_ports_a_service_render_two_endpoints_a_cluster(tmp_path: Path) -> None:
@@ -48,8 +54,10 @@ def test_two_ports_a_service_render_two_endpoints_a_cluster(tmp_path: Path) -> N
     text = rendered(dict(ports))
     config = yaml.safe_load(text)
     clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
-    assert set(clusters) == set(SERVICES)
-    for name, cluster in clusters.items():
+    # Besides the services, Envoy's admin socket (its metrics and readiness, on loopback).
+    assert set(clusters) == {*SERVICES, "admin"}
+    for name in SERVICES:
+        cluster = clusters[name]
         (locality,) = cluster["load_assignment"]["endpoints"]
         got = [e["endpoint"]["address"]["socket_address"] for e in locality["lb_endpoints"]]
         assert got == [{"address": "127.0.0.1", "port_value": p} for p in ports[name]]

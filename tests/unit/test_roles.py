@@ -17,7 +17,9 @@ from google.protobuf.descriptor import ServiceDescriptor
 
 import trainyard
 from gateway.render import SERVES
+from services.claims.server import roles_of
 from services.core import audit, auth, errors, roles
+from services.core.config import Config
 from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Base, Store, create_engine
 from tests.support import service_descriptors
@@ -50,7 +52,8 @@ def test_the_generated_services_are_all_found() -> None:
         for m in pkgutil.iter_modules(trainyard.__path__)
         if m.ispkg and (root / m.name / "v1").is_dir()
     }
-    assert {n.split(".")[1] for n in names} == packages - {"common"}
+    # `tinker/v1` holds the official Tinker SDK's messages only (the wire's protobuf).
+    assert {n.split(".")[1] for n in names} == packages - {"common", "tinker"}
 
 
 @pytest.mark.parametrize("service", service_descriptors(), ids=lambda s: s.name)
@@ -69,6 +72,14 @@ def test_the_gateway_routes_every_service_to_one_upstream() -> None:
     )
 
 
+def test_an_orgs_users_create_training_clients_unless_the_deployment_keeps_it_its_own() -> None:
+    default = Config.from_env({})
+    assert roles_of(default)["CreateTrainingClient"] == roles.ORG_USERS
+    kept = Config.from_env({"TRAINYARD_TRAIN_CLIENTS_BY_MEMBERS": "0"})
+    assert roles_of(kept)["CreateTrainingClient"] == roles.DEPLOYMENT
+    assert roles_of(kept)["RunForwardBackward"] == roles.ORG_USERS
+
+
 def test_a_process_serving_two_services_checks_both_tables() -> None:
     merged = roles.for_services("trainyard.job.v1.JobService", "trainyard.client.v1.ClientService")
     assert merged["CreateJob"] == roles.ORG_USERS
@@ -83,7 +94,16 @@ def test_the_table_names_only_known_roles() -> None:
     named = {
         role for table in roles.TABLE.values() for allowed in table.values() for role in allowed
     }
-    assert named <= set(auth.ROLES)
+    assert named <= {*auth.ROLES, *roles.TOKEN_HOLDERS}
+
+
+def test_only_a_download_is_open_to_whoever_holds_its_token() -> None:
+    """A download URL's sealed token is its credential; every other method asks a key,
+    and no key's role is the token holders'."""
+    assert {m for t in roles.TABLE.values() for m, a in t.items() if a == roles.TOKEN_HOLDERS} == {
+        "DownloadArtifact"
+    }
+    assert roles.TOKEN_HOLDERS.isdisjoint(auth.ROLES)
 
 
 def test_an_executor_claims_reports_and_registers_and_nothing_else() -> None:
@@ -114,13 +134,16 @@ def test_the_platform_runs_the_internal_and_executor_methods_only() -> None:
         "ReadArtifact",
         "RecordProvenance",
         "EstimatePrice",
-        "HoldWindow",
-        "ChargeTask",
-        "ReleaseHold",
         "ListPublished",
         "GetArtifact",  # ReadTaskInput's download URL, read in the task's org
     }
     assert "CreateJob" not in methods_of("platform")
+
+
+def test_the_platforms_executor_runs_the_executor_methods_only() -> None:
+    """Its key is in every trainer's executor: nothing internal to the services, no org's
+    objects read or granted, no money moved."""
+    assert methods_of("platform-machine") == CLAIMS
 
 
 def test_a_method_the_table_does_not_name_is_allowed_to_nobody() -> None:
@@ -155,7 +178,7 @@ def test_an_orgs_own_keys_never_act_in_another_org(store: Store, role: str) -> N
     assert (here.org, here.key_org, here.acts_outside) == ("acme", "acme", False)
 
 
-@pytest.mark.parametrize("role", ["platform", "operator"])
+@pytest.mark.parametrize("role", ["platform", "platform-machine", "operator"])
 def test_platform_and_operator_keys_act_in_another_org(store: Store, role: str) -> None:
     presented = key(store, role, org="ops")
     with store.unit(write=False) as session:
@@ -167,6 +190,10 @@ def test_platform_and_operator_keys_act_in_another_org(store: Store, role: str) 
 
 def test_only_the_platform_role_is_the_platform() -> None:
     assert [r for r in auth.ROLES if auth.Principal("k", "o", r).is_platform] == ["platform"]
+    assert [r for r in auth.ROLES if auth.Principal("k", "o", r).runs_platform_tasks] == [
+        "platform",
+        "platform-machine",
+    ]
 
 
 # -- the interceptor: default deny, and the trail of a call made in another org ---------

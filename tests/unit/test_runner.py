@@ -11,7 +11,8 @@ import httpx
 import pytest
 from grpc_status import rpc_status
 
-from executor.runner import LeaseLost, TaskFailed, TaskRunner, classify
+from executor.agent.failures import LeaseLost, TaskFailed, classify
+from executor.agent.runner import TaskRunner
 from services.core import errors
 from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2

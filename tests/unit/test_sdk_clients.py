@@ -41,12 +41,12 @@ def test_prompt_shapes() -> None:
 def test_future_error_carries_reason_and_field() -> None:
     future = client_pb2.Future(
         status="failed",
-        error=client_pb2.OperationError(code="VALIDATION_ERROR", message="m", field="data"),
+        error=client_pb2.OperationError(code="INVALID_REQUEST", message="m", field="data"),
     )
     err = sdk_clients._future_error(future)
     assert (err.code, err.reason, err.metadata) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        "VALIDATION_ERROR",
+        "INVALID_REQUEST",
         {"field": "data"},
     )
 
@@ -94,4 +94,35 @@ def test_calls_go_out_in_order_with_consecutive_seqs() -> None:
     trainer.close()
     with pytest.raises(RuntimeError):
         trainer.optim_step()
+    client.close()
+
+
+class _LateStub(_Stub):
+    """Answers each call failed at its deadline when it asked for one, recording it."""
+
+    def __getattr__(self, method: str) -> Any:
+        def call(request: Any, **_: Any) -> Any:
+            if method == "GetTrainingClient":
+                return client_pb2.TrainingClient(id=request.id, status="ready")
+            self.sent.append((method, request.deadline_seconds))
+            if not request.HasField("deadline_seconds"):
+                return client_pb2.Future(id="fut_1", seq=request.seq, status="done")
+            error = client_pb2.OperationError(code="DEADLINE_EXCEEDED", message="late")
+            return client_pb2.Future(id="fut_1", seq=request.seq, status="failed", error=error)
+
+        return call
+
+
+def test_a_call_sends_its_deadline_and_a_late_one_raises_its_reason() -> None:
+    client = sdk.Client("http://127.0.0.1:1", "ty_x")
+    stub = _LateStub()
+    client.clients = stub  # type: ignore[assignment]
+    trainer = sdk.TrainingClient(client, client_pb2.TrainingClient(id="cli_1", seq=0))
+    late = trainer.sample("a", deadline_seconds=2)
+    with pytest.raises(sdk_clients.TrainyardError) as caught:
+        late.result(timeout=5)
+    assert caught.value.reason == "DEADLINE_EXCEEDED"
+    trainer.optim_step().result(timeout=5)
+    assert stub.sent == [("SampleTrainingClient", 2), ("RunOptimStep", 0)]
+    trainer.close()
     client.close()

@@ -9,14 +9,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 import struct
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
-from trainyard.training import decisions
+from trainyard.training import decisions, planning
 
 FIXTURE_BASE = "fixture-tiny-llm"
 
@@ -32,6 +34,14 @@ def models_dir(env: Mapping[str, str]) -> Path:
 
 
 FIXTURE_DATASET = "fixture:synthetic-tiny-v1"
+
+# What a caller naming a base the catalog lacks is told: where approved bases are listed
+# and how an operator adds one (the directory by its setting, never by its path).
+UNKNOWN_BASE_MESSAGE = (
+    "Field base_model is not an approved base model. GET /v1/train/models lists the "
+    "approved ones; a Hugging Face causal LM placed in the deployment's models directory "
+    "(TRAINYARD_MODELS_DIR) is listed there without a restart."
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +87,10 @@ class Base:
     suites: tuple[str, ...] = ()
     zero_stage: int = 0
     duration: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # The seconds a run of this base most likely spends after training (saving, merging,
+    # uploading): what its expected price adds. Admission's ceiling keeps `002_…`'s
+    # tolerance (planning.POST_PROCESSING_TOLERANCE_SECONDS) whatever the base.
+    post_processing_seconds: float = planning.POST_PROCESSING_TOLERANCE_SECONDS
     # Where a local base's weights lie; never answered by the API.
     path: str = ""
     # The built-in datasets it reads (`fixture:…`).
@@ -86,6 +100,8 @@ class Base:
     # The suites `protect.suites` may name: those the base already answers.
     protectable: tuple[str, ...] = ()
     output: str = ""
+    # The most machines (`resources.machines`) one job on it trains across.
+    machines: int = 16
 
     @property
     def serves_clients(self) -> bool:
@@ -129,6 +145,7 @@ class Base:
                 evaluation_suites=self.suites,
                 targets=self.targets,
                 nouns=("job", "client") if self.serves_clients else ("job",),
+                machines=self.machines,
             ),
         )
 
@@ -171,7 +188,7 @@ FIXTURE = Base(
     adaptations=("full", "lora", "auto"),
     outputs=("checkpoint", "lora", "capability"),
     devices=("cpu", "cuda"),
-    datasets=("fixture", "artifact"),
+    datasets=("fixture", "artifact", "s3", "hf"),
     targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
     zero_stage=0,
     duration={
@@ -179,7 +196,8 @@ FIXTURE = Base(
         "reference_seq_length": 256,
         "reference_step_seconds": 0.5,
         "step_seconds_per_token": 0.002,
-    },
+    },  # Saving a checkpoint of a few megabytes and uploading it: seconds.
+    post_processing_seconds=5.0,
 )
 
 
@@ -229,7 +247,7 @@ DECIDER = Base(
     adaptations=("full", "readout", "auto"),
     outputs=("checkpoint", "capability"),
     devices=("cpu", "cuda"),
-    datasets=("fixture", "artifact"),
+    datasets=("fixture", "artifact", "s3", "hf"),
     loss_masks=("assistant_only",),
     precisions=("fp32",),
     protect=("suites", "projection", "distillation"),
@@ -242,10 +260,13 @@ DECIDER = Base(
         "reference_step_seconds": 0.05,
         "step_seconds_per_token": 0.0,
     },
+    post_processing_seconds=5.0,
     fixtures=(decisions.FIXTURE_DATASET,),
     rows="decision",
     protectable=decisions.KNOWN_SUITES,
     output="capability",
+    # Its trainer is one process: the pair terms see the whole batch at once.
+    machines=1,
 )
 
 
@@ -306,15 +327,59 @@ def local_base(directory: Path) -> Base | None:
             "reference_step_seconds": max(1.0, parameters / 2e8),
             "step_seconds_per_token": max(0.002, parameters / 1e11),
         },
+        # Saving and uploading an adapter or checkpoint of the base's size.
+        post_processing_seconds=60.0 + parameters / 1e8,
         path=str(directory),
     )
 
 
-class Catalog:
-    """The bases this deployment trains."""
+# How long a listing of the models directory is trusted before it is read again.
+RESCAN_SECONDS = 5.0
 
-    def __init__(self, bases: tuple[Base, ...] = (FIXTURE, DECIDER)) -> None:
+# What the models directory held when last read: each folder with its files' sizes and
+# modification times, so a model copied in (or still being copied) reads as a change.
+Listing = tuple[tuple[str, tuple[tuple[str, int, int], ...]], ...]
+
+
+def _listing(models_dir: Path) -> Listing:
+    """The models directory's folders and their files, read with `stat` alone."""
+    try:
+        folders = sorted((e for e in os.scandir(models_dir) if e.is_dir()), key=lambda e: e.name)
+    except OSError:
+        return ()
+    return tuple((folder.name, _files(folder.path)) for folder in folders)
+
+
+def _files(folder: str) -> tuple[tuple[str, int, int], ...]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        return tuple(
+            (e.name, (st := e.stat()).st_size, st.st_mtime_ns) for e in entries if e.is_file()
+        )
+    except OSError:
+        return ()
+
+
+class Catalog:
+    """The bases this deployment trains. With a models directory it follows that
+    directory, so a model placed there (or taken away) counts without a restart: its
+    listing is compared at every listing and whenever a name it does not know is asked
+    for, and at most `RESCAN_SECONDS` apart when a known name is."""
+
+    def __init__(
+        self,
+        bases: tuple[Base, ...] = (FIXTURE, DECIDER),
+        *,
+        models_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._built_in = bases
+        self._models_dir = models_dir
+        self._clock = clock
+        self._seen: Listing | None = None
+        self._read_at = -math.inf
         self._bases = {base.name: base for base in bases}
+        self._rescan()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Catalog:
@@ -324,21 +389,37 @@ class Catalog:
     @classmethod
     def discover(cls, models_dir: Path | None) -> Catalog:
         """The fixture and every Hugging Face causal LM found under `models_dir`."""
-        found: list[Base] = []
-        if models_dir is not None and models_dir.is_dir():
-            found = [
-                b
-                for d in sorted(models_dir.iterdir())
-                if d.is_dir() and (b := local_base(d)) is not None
-            ]
-        return cls((FIXTURE, DECIDER, *found))
+        return cls(models_dir=models_dir)
+
+    def _rescan(self) -> None:
+        """Read the models directory again when its listing changed since the last read."""
+        if self._models_dir is None:
+            return
+        self._read_at = self._clock()
+        listing = _listing(self._models_dir)
+        if listing == self._seen:
+            return
+        found = [b for name, _ in listing if (b := local_base(self._models_dir / name)) is not None]
+        self._bases = {base.name: base for base in (*self._built_in, *found)}
+        self._seen = listing
+
+    def _rescan_when_stale(self) -> None:
+        if self._clock() - self._read_at >= RESCAN_SECONDS:
+            self._rescan()
 
     def get(self, name: str) -> Base | None:
+        if name not in self._bases:
+            self._rescan()
+        else:
+            self._rescan_when_stale()
         return self._bases.get(name)
 
     @property
     def names(self) -> list[str]:
+        self._rescan()
         return sorted(self._bases)
 
     def to_proto(self) -> list[model_pb2.BaseModel]:
-        return [self._bases[name].to_proto() for name in self.names]
+        self._rescan()
+        bases = self._bases
+        return [bases[name].to_proto() for name in sorted(bases)]

@@ -101,40 +101,99 @@ def _fixture_rows(count: int) -> tuple[Row, ...]:
 # -- uploaded rows -------------------------------------------------------------------------
 
 
-def _unusable(line: int) -> DatasetError:
+# A row that is not a chat is refused with its line, what is wrong with it (`problem`, a
+# stable name, and a sentence in the platform's own words) and where in the row (a column,
+# a field's path): never the row's text, so a refusal cannot echo what a caller wrote.
+CHAT_FORMAT = '{"messages": [{"role": "user", "content": "..."}, ...]}'
+
+
+def _unusable(line: int, what: str, problem: str, **where: str) -> DatasetError:
     return DatasetError(
-        "The dataset has a row that is not a chat.",
-        reason="DATASET_UNUSABLE",
+        f"Line {line} {what}",
+        reason="TRAINING_DATASET_UNUSABLE",
         field="dataset.uri",
-        metadata={"line": str(line)},
+        metadata={"line": str(line), "problem": problem, **where},
     )
 
 
+def _document(line: int, raw: bytes) -> dict[str, object]:
+    """A line as a JSON object, or the refusal naming the first position that is not."""
+    try:
+        doc = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        byte = str(exc.start + 1)
+        what = f"is not UTF-8 text: its first bad byte is byte {byte}."
+        raise _unusable(line, what, "not_utf8", byte=byte) from None
+    except json.JSONDecodeError as exc:
+        what = f"is not valid JSON: its first error is at column {exc.colno}."
+        raise _unusable(line, what, "invalid_json", column=str(exc.colno)) from None
+    except (ValueError, RecursionError):  # a number of thousands of digits, or deep nesting
+        what = "holds JSON past what a row may: a number too long or nesting too deep."
+        raise _unusable(line, what, "json_too_large") from None
+    if not isinstance(doc, dict):
+        raise _unusable(
+            line, f"is not a JSON object; a row is one chat, {CHAT_FORMAT}.", "not_object"
+        )
+    return doc
+
+
+def _no_messages(line: int, doc: dict[str, object]) -> DatasetError:
+    if "prompt" in doc or "completion" in doc:
+        return _unusable(
+            line,
+            "is a prompt/completion row, not the chat format: write each as "
+            '{"messages": [{"role": "user", "content": PROMPT}, '
+            '{"role": "assistant", "content": COMPLETION}]}.',
+            "prompt_completion",
+            row_field="messages",
+        )
+    what = f"has no messages list; a row is one chat, {CHAT_FORMAT}."
+    return _unusable(line, what, "no_messages", row_field="messages")
+
+
+def _message(line: int, index: int, message: object) -> tuple[str, str]:
+    at = f"messages[{index}]"
+    if not isinstance(message, dict):
+        what = f"has {at} that is not an object with a role and a content."
+        raise _unusable(line, what, "message_not_object", row_field=at)
+    if message.get("role") not in ROLES:
+        what = f"has {at}.role that is not one of {', '.join(ROLES)}."
+        raise _unusable(
+            line, what, "unknown_role", row_field=f"{at}.role", supported=",".join(ROLES)
+        )
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        what = (
+            f"has {at}.content that is not a string: "
+            "a message's content is its text, not a list of parts."
+        )
+        raise _unusable(line, what, "content_not_text", row_field=f"{at}.content")
+    return message["role"], content
+
+
+def _tags(line: int, doc: dict[str, object]) -> tuple[str, ...]:
+    tags = doc.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise _unusable(
+            line, "has tags that are not a list of strings.", "tags_not_text", row_field="tags"
+        )
+    return tuple(tags)
+
+
 def parse_jsonl(data: bytes) -> list[Row]:
-    """Chat rows from JSON Lines; a line that is not a chat names its line number only."""
+    """Chat rows from JSON Lines; a line that is not a chat is refused naming its line and
+    what is wrong with it, never quoting it."""
     rows: list[Row] = []
     seen: dict[str, int] = {}
     for number, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise _unusable(number) from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-            raise _unusable(number)
-        messages = []
-        for message in doc["messages"]:
-            if (
-                not isinstance(message, dict)
-                or message.get("role") not in ROLES
-                or not isinstance(message.get("content", ""), str)
-            ):
-                raise _unusable(number)
-            messages.append((message["role"], message.get("content", "")))
-        tags = doc.get("tags", [])
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise _unusable(number)
+        doc = _document(number, raw)
+        listed = doc.get("messages")
+        if not isinstance(listed, list):
+            raise _no_messages(number, doc)
+        messages = [_message(number, i, m) for i, m in enumerate(listed)]
+        tags = _tags(number, doc)
         identity = doc.get("id")
         if not isinstance(identity, str) or not identity or len(identity) > 128:
             identity = "r-" + hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
@@ -146,9 +205,10 @@ def parse_jsonl(data: bytes) -> list[Row]:
         name = doc.get("name")
         if not isinstance(name, str) or not name:
             name = next((c for r, c in messages if r == "user"), "")[:80]
-        rows.append(Row(identity, name[:200], tuple(tags), tuple(messages)))
+        rows.append(Row(identity, name[:200], tags, tuple(messages)))
         if len(rows) > MAX_ROWS:
-            raise _unusable(number)
+            what = f"is past the {MAX_ROWS:,} rows a dataset holds at most."
+            raise _unusable(number, what, "too_many_rows")
     return rows
 
 
@@ -167,6 +227,11 @@ class Stats:
         return self.trainable_chats > 0
 
 
+# The refusals that say a selection cannot train at all; an estimate answers them as
+# `is_trainable: false` with these reasons, a create refuses with them.
+UNTRAINABLE = frozenset({"TRAINING_DATASET_EMPTY", "TRAINING_DATASET_UNUSABLE"})
+
+
 def select(rows: Sequence[Row], tags: Iterable[str]) -> list[Row]:
     """The union of rows carrying any of `tags`; all rows when none are given."""
     wanted = list(dict.fromkeys(tags))
@@ -175,7 +240,9 @@ def select(rows: Sequence[Row], tags: Iterable[str]) -> list[Row]:
     known = {tag for row in rows for tag in row.tags}
     if any(tag not in known for tag in wanted):
         raise DatasetError(
-            "names a tag no row carries", reason="DATASET_SELECTION_INVALID", field="dataset.tags"
+            "names a tag no row carries",
+            reason="TRAINING_DATASET_SELECTION_INVALID",
+            field="dataset.tags",
         )
     chosen = set(wanted)
     return [row for row in rows if chosen.intersection(row.tags)]
@@ -195,12 +262,12 @@ def check(rows: Sequence[Row], *, system_prompt: str, loss_mask: str) -> Stats:
     found = stats(rows, loss_mask)
     if found.selected_chats == 0:
         raise DatasetError(
-            "The dataset selection holds no rows.", reason="DATASET_EMPTY", field="dataset"
+            "The dataset selection holds no rows.", reason="TRAINING_DATASET_EMPTY", field="dataset"
         )
     if not found.is_trainable:
         raise DatasetError(
             "The dataset selection holds no trainable text.",
-            reason="DATASET_UNUSABLE",
+            reason="TRAINING_DATASET_UNUSABLE",
             field="dataset",
         )
     if system_prompt:
@@ -209,7 +276,7 @@ def check(rows: Sequence[Row], *, system_prompt: str, loss_mask: str) -> Stats:
             raise DatasetError(
                 f"{conflicts} selected rows carry their own system message; "
                 "system_prompt would add a second.",
-                reason="DATASET_CONFLICT",
+                reason="TRAINING_DATASET_CONFLICT",
                 field="dataset.system_prompt",
                 metadata={"conflicts": str(conflicts)},
             )
@@ -233,14 +300,38 @@ class Snapshot:
         return sum(len(row.messages) for row, _ in self.items)
 
 
+# An example sits on the eval side when its identity's hash falls in the lowest
+# `EVAL_PERCENT` of the hash space: a property of the example alone, so rows added later
+# take the side their identity gives them and no row already placed ever changes side.
+_HASH_SPACE = 1 << 64
+_EVAL_BOUND = _HASH_SPACE * planning.EVAL_PERCENT // 100
+
+
+def identity_hash(identity: str) -> int:
+    """Where an example's identity falls in the hash space (the first 64 bits of its
+    sha256)."""
+    return int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big")
+
+
+def on_eval_side(identity: str) -> bool:
+    """Whether an example with this identity is held out for evaluation once its
+    selection has an eval set: its identity alone decides."""
+    return identity_hash(identity) < _EVAL_BOUND
+
+
 def eval_ids(rows: Sequence[Row], loss_mask: str) -> set[str]:
-    """The eval split: among trainable rows, the `eval_examples` whose identity hashes
-    lowest. Membership depends on the rows alone, so every job on unchanged data holds
-    out the same examples."""
+    """The eval split of the product API (`002_…`): the trainable rows whose identity puts
+    them on the eval side, so every job on unchanged data holds out the same examples and
+    growth never moves one. The policy's bounds hold on top: a selection too small for
+    the formula's 8 (under 160 trainable rows), or whose eval side holds fewer than 8,
+    trains on everything; past 512 the side keeps its 512 lowest hashes."""
     trainable = [row for row in rows if row.trainable(loss_mask)]
-    count = planning.eval_count(len(trainable))
-    ranked = sorted(trainable, key=lambda row: hashlib.sha256(row.id.encode()).hexdigest())
-    return {row.id for row in ranked[:count]}
+    if planning.eval_count(len(trainable)) == 0:
+        return set()
+    side = sorted((identity_hash(row.id), row.id) for row in trainable if on_eval_side(row.id))
+    if len(side) < planning.MIN_EVAL:
+        return set()
+    return {identity for _, identity in side[: planning.MAX_EVAL]}
 
 
 def read_snapshot(data: bytes) -> list[tuple[Row, str]]:

@@ -101,7 +101,7 @@ def _bad(line: int, what: str) -> DatasetError:
     # The message names the line and what is wrong with it, never the row's text.
     return DatasetError(
         f"Line {line} of the dataset is not a decision row: {what}.",
-        reason="DATASET_UNUSABLE",
+        reason="TRAINING_DATASET_UNUSABLE",
         field="dataset.uri",
         metadata={"line": str(line)},
     )
@@ -181,7 +181,9 @@ def parse_jsonl(data: bytes) -> list[Decision]:
             raise _bad(number, "it asks another question than the first row")
         rows.append(row)
     if not rows:
-        raise DatasetError("The dataset holds no rows.", reason="DATASET_EMPTY", field="dataset")
+        raise DatasetError(
+            "The dataset holds no rows.", reason="TRAINING_DATASET_EMPTY", field="dataset"
+        )
     return rows
 
 

@@ -43,7 +43,7 @@ class ReportedStatus(StrEnum):
 
 S = ReportedStatus
 # The event types, as the wire spells them.
-TYPES = ("status", "coordinator", "metric", "log", "artifact", "result")
+TYPES = ("status", "coordinator", "metric", "log", "stdio", "artifact", "result")
 # What a lead reports of its run, and a join of its share of it.
 LEAD_STATUSES = frozenset(
     {S.ACCEPTED, S.RUNNING, S.EVALUATING, S.FINALIZING, S.FAILED, S.STOPPED, S.CANCELLED}
@@ -112,6 +112,28 @@ class Log(Event):
 
 
 @dataclasses.dataclass(frozen=True)
+class Stdio(Event):
+    """The next piece of the attempt's log: its trainer's standard output and error as
+    written, pieces in order; the attempt's log is their concatenation."""
+
+    type: ClassVar[str] = "stdio"
+    text: str
+
+    @classmethod
+    def pieces(cls, text: str) -> list[Stdio]:
+        """`text` cut into pieces the wire carries, each at most MAX_LOG_BYTES of UTF-8,
+        cut at character boundaries, so the pieces join back into `text`."""
+        out: list[Stdio] = []
+        data = text.encode()
+        while data:
+            # A cut inside a character drops its partial bytes; they lead the next piece.
+            piece = data[:MAX_LOG_BYTES].decode(errors="ignore")
+            out.append(cls(text=piece))
+            data = data[len(piece.encode()) :]
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
 class Artifact(Event):
     """An output stored under a grant, named by its sha256."""
 
@@ -168,6 +190,10 @@ def parse(proto: task_pb2.TaskEvent) -> Event:
             return Metric(proto.name, proto.step, proto.value, seq=seq)
         case "log":
             return dataclasses.replace(Log.of(proto.line), seq=seq)
+        case "stdio":
+            if len(proto.text.encode()) > MAX_LOG_BYTES:
+                raise InvalidEvent("events.text", f"must be at most {MAX_LOG_BYTES} bytes")
+            return Stdio(proto.text, seq=seq)
         case "artifact":
             if not _SHA256.match(proto.sha256):
                 raise InvalidEvent("events.sha256", "must be a sha256")
@@ -218,6 +244,8 @@ def to_proto(event: Event) -> task_pb2.TaskEvent:
             proto.name, proto.step, proto.value = name, step, value
         case Log(line=line):
             proto.line = line
+        case Stdio(text=text):
+            proto.text = text
         case Artifact(sha256=sha256):
             proto.sha256 = sha256
         case Result():

@@ -8,7 +8,9 @@
     planned_steps        = steps_per_epoch × num_train_epochs   (or max_steps)
 
 The count the formula splits (the product API's `selected_examples`) is the selected
-chats that have something to train on, so the plan calls it `trainable_examples`.
+chats that have something to train on, so the plan calls it `trainable_examples`. The
+formula is the policy's aim ("tenta destinar 5%"); which examples are held out follows
+from each one's identity (`datasets.eval_ids`), so a job freezes the count its rows give.
 
 And the duration admission: projected = workload + 1,800 s, admitted while at most the
 execution limit.
@@ -17,7 +19,8 @@ execution limit.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
@@ -80,8 +83,8 @@ def plan(
     evals: int | None = None,
 ) -> Plan:
     """`hp` is expanded: batch settings present, exactly one of epochs or max_steps.
-    `evals` is the holdout when the rows choose their own (decisions, by state); else
-    the product API's formula sizes it."""
+    `evals` is the holdout the rows chose (chats by identity, decisions by state);
+    without it the product API's formula sizes it."""
     if evals is None:
         evals = eval_count(trainable)
     train = trainable - evals
@@ -99,11 +102,38 @@ def plan(
 def workload_seconds(
     model: model_pb2.DurationModel, planned_steps: int, max_seq_length: int
 ) -> float:
-    per_step = model.reference_step_seconds + (
-        (max_seq_length - model.reference_seq_length) * model.step_seconds_per_token
-    )
-    return model.fixed_seconds + planned_steps * per_step
+    return model.fixed_seconds + planned_steps * step_seconds(model, max_seq_length)
 
 
 def projected_active_seconds(workload: float) -> float:
     return workload + POST_PROCESSING_TOLERANCE_SECONDS
+
+
+def step_seconds(model: model_pb2.DurationModel, max_seq_length: int) -> float:
+    """Seconds per optimizer step at `max_seq_length`, by the profile."""
+    return model.reference_step_seconds + (
+        (max_seq_length - model.reference_seq_length) * model.step_seconds_per_token
+    )
+
+
+def measured_step_seconds(runs: Sequence[tuple[float, int]]) -> float | None:
+    """Seconds per step that finished runs took, as (their trainer's seconds from its loop's
+    start, steps) pairs: the median of each run's. None without a run to learn from."""
+    rates = [seconds / steps for seconds, steps in runs if steps > 0 and seconds > 0]
+    return statistics.median(rates) if rates else None
+
+
+def expected_seconds(
+    model: model_pb2.DurationModel,
+    planned_steps: int,
+    max_seq_length: int,
+    post_processing_seconds: float,
+    measured: float | None = None,
+) -> float:
+    """The device-seconds a run will most likely be charged (what its expected price is
+    for): each step at the measured time where there is one (else the profile's), and the
+    base's own post-processing. Loading the base comes before the loop starts and is never
+    charged, so the profile's fixed seconds are admission's alone, as is `002_…`'s
+    tolerance (`projected_active_seconds`)."""
+    per_step = step_seconds(model, max_seq_length) if measured is None else measured
+    return planned_steps * per_step + post_processing_seconds

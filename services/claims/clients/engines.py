@@ -22,13 +22,14 @@ from sqlalchemy.orm import Session
 
 from services.claims import store as claims_store
 from services.claims.clients import requests, store
-from services.claims.clients.service import end, fail, hold_of
+from services.claims.clients.service import hold_of
 from services.claims.leases import grant_output, lease_sha256
-from services.core import errors, ids
+from services.core import errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.money import windows
+from services.core.states import CLIENT_LIVE, OPERATION_PENDING, ClientStatus, OperationStatus
 from services.core.store import Store, utcnow
 from services.core.tables import ClientRow, OperationRow
 from services.core.wakeups import future_topic, mark, operations_topic
@@ -87,8 +88,9 @@ class Engines:
                 for client, op in store.next_operations(session, executor_id):
                     if (client.id, op.seq) in sent:
                         continue
-                    if op.status == "queued":
-                        op.status = "sent"
+                    if self._late(session, client, op, now):
+                        continue
+                    lifecycle.operation_sent(op)
                     if op.kind != "create":
                         out.append(Dispatch(client.id, op.seq, op.kind, op.input))
                         continue
@@ -97,19 +99,31 @@ class Engines:
                     client.lease_expires = now + self.ttl
                     out.append(
                         Dispatch(
-                            client.id, 0, "create", op.input, client.org, token,
+                            client.id,
+                            0,
+                            "create",
+                            op.input,
+                            client.org,
+                            token,
                             self._config.report_seconds,
                         )
-                    )  # fmt: skip
+                    )
             return out
 
         return claims_store.retry(work)
+
+    def among(self, ids: Sequence[str]) -> set[str]:
+        """Of these ids an executor names, those of training clients (the rest are tasks)."""
+        if not ids:
+            return set()
+        with self._db.unit(write=False) as session:
+            return set(session.scalars(sa.select(ClientRow.id).where(ClientRow.id.in_(ids))))
 
     def ended_of(self, client_ids: Sequence[str]) -> list[tuple[str, str]]:
         """Of these clients, those no longer live, with why."""
         with self._db.unit(write=False) as session:
             rows = session.scalars(sa.select(ClientRow).where(ClientRow.id.in_(client_ids))).all()
-            return [(r.id, r.reason or r.status) for r in rows if r.status not in store.LIVE]
+            return [(r.id, r.reason or r.status) for r in rows if r.status not in CLIENT_LIVE]
 
     def apply(
         self, principal: Principal, result: claim_service_pb2.OperationResult
@@ -134,21 +148,24 @@ class Engines:
             with self._db.unit() as session:
                 client = self._leased(session, principal, result.client, result.lease, now)
                 op = store.operation(session, client.id, result.seq)
-                if op is None or op.status not in store.PENDING:
+                if op is None or op.status not in OPERATION_PENDING:
                     return None  # answered before: a resend after a reconnect
                 # Its callers wait on the answer, and the client's next call may go now.
                 mark(session, future_topic(client.id, op.seq), operations_topic(client.executor_id))
                 op.seconds = max(result.seconds, 0.0)
                 client.seq = max(client.seq, op.seq)
+                store.skip_answered(session, client)
                 client.update_time = now
                 if not result.ok or code:
-                    fail(op, code or "INTERNAL_ERROR", message, now, field)
+                    lifecycle.operation_failed(op, code or "INTERNAL_ERROR", message, now, field)
                     if op.kind == "create":
-                        end(session, client, "failed", "engine_failed", now)
+                        lifecycle.end_client(
+                            session, client, ClientStatus.FAILED, "engine_failed", now
+                        )
                     return op.kind, op.status
-                op.status, op.output, op.done_time = "done", output, now
+                lifecycle.operation_done(op, output, now)
                 if op.kind == "create":
-                    client.status = "ready"
+                    lifecycle.client_ready(client, now)
                     return op.kind, op.status
                 if op.kind == "forward_backward":
                     client.losses = [*client.losses, [op.seq, client.step, output.get("loss", 0.0)]]
@@ -164,9 +181,32 @@ class Engines:
 
         return claims_store.retry(work)
 
+    def _fail_late(self, session: Session, now: dt.datetime) -> None:
+        """Fail every call still queued past its deadline."""
+        for op in store.waiting(session):
+            deadline = requests.deadline_of(op.input)
+            if deadline is not None and deadline <= now:
+                holder = store.client(session, op.client_id, lock=True)
+                if holder is not None:
+                    self._late(session, holder, op, now)
+
+    def _late(
+        self, session: Session, client: ClientRow, op: OperationRow, now: dt.datetime
+    ) -> bool:
+        """Fail a call still queued past its deadline, plainly and for good: its callers
+        wake to `DEADLINE_EXCEEDED`, the engine never sees it, and the client's next
+        call goes when its turn comes. Whether it was late."""
+        deadline = requests.deadline_of(op.input)
+        if deadline is None or deadline > now or op.status != OperationStatus.QUEUED:
+            return False
+        lifecycle.operation_failed(op, "DEADLINE_EXCEEDED", requests.DEADLINE_MESSAGE, now)
+        store.skip_answered(session, client)
+        mark(session, future_topic(client.id, op.seq), operations_topic(client.executor_id))
+        return True
+
     def _kind(self, client_id: str, seq: int) -> str:
         with self._db.unit(write=False) as session:
-            op = store.operation(session, client_id, seq) if ids.is_id(client_id, "cli") else None
+            op = store.operation(session, client_id, seq)
             return op.kind if op is not None else ""
 
     def _confirm(self, client_id: str, output: dict[str, Any]) -> tuple[str, str]:
@@ -187,10 +227,10 @@ class Engines:
     ) -> ClientRow:
         """The client an executor acts on under its lease, renewed; LEASE_LOST otherwise."""
         client = store.client(session, client_id, lock=True)
-        if client is None or not (client.org == principal.org or principal.is_platform):
+        if client is None or not (client.org == principal.org or principal.runs_platform_tasks):
             raise errors.NotFound()
         if (
-            client.status not in store.LIVE
+            client.status not in CLIENT_LIVE
             or not token
             or not secrets.compare_digest(client.lease_sha256, lease_sha256(token))
         ):
@@ -226,7 +266,7 @@ class Engines:
             now = self._now()
             with self._db.unit() as session:
                 client = self._leased(session, principal, client_id, token, now)
-                end(session, client, "failed", "engine_failed", now)
+                lifecycle.end_client(session, client, ClientStatus.FAILED, "engine_failed", now)
                 log.warning("client %s: its engine ended (%s)", client_id, reason[:32])
 
         claims_store.retry(work)
@@ -259,7 +299,9 @@ class Engines:
                         client.executor_id, client.lease_expires = executor_id, now + self.ttl
                         resumed.append(client.id)
                     else:
-                        end(session, client, "lost", "executor_lost", now)
+                        lifecycle.end_client(
+                            session, client, ClientStatus.LOST, "executor_lost", now
+                        )
                         if client.id in tokens:
                             lost.append(client.id)
             return resumed, lost
@@ -276,17 +318,19 @@ class Engines:
                     client.lease_expires = soon
 
     def expire(self) -> int:
-        """Lose every client whose lease lapsed, and forget answered calls past keeping."""
+        """Lose every client whose lease lapsed, fail every call queued past its deadline,
+        and forget answered calls past keeping."""
 
         def work() -> int:
             now = self._now()
             with self._db.unit() as session:
                 lapsed = store.lapsed(session, now)
                 for client in lapsed:
-                    end(session, client, "lost", "executor_lost", now)
+                    lifecycle.end_client(session, client, ClientStatus.LOST, "executor_lost", now)
+                self._fail_late(session, now)
                 session.execute(
                     sa.delete(OperationRow).where(
-                        OperationRow.status.in_(("done", "failed")),
+                        OperationRow.status.in_((OperationStatus.DONE, OperationStatus.FAILED)),
                         OperationRow.done_time < now - KEPT,
                         OperationRow.kind != "create",
                     )
@@ -294,6 +338,26 @@ class Engines:
                 return len(lapsed)
 
         return claims_store.retry(work)
+
+    def read_input(
+        self, principal: Principal, request: claim_service_pb2.ReadTaskInputRequest
+    ) -> artifact_pb2.Artifact:
+        """Where to download what a client reads under its lease: the adapter or state its
+        `from` names; NOT_FOUND for any other object."""
+
+        def work() -> tuple[str, str]:
+            with self._db.unit() as session:
+                client = self._leased(session, principal, request.task, request.lease, self._now())
+                create = store.operation(session, client.id, 0)
+                origin = str(((create.input if create is not None else None) or {}).get("from", ""))
+                return client.org, origin
+
+        org, origin = claims_store.retry(work)
+        if not origin or request.sha256 != origin:
+            raise errors.NotFound()
+        if self._artifacts is None:
+            raise errors.Unavailable()
+        return self._artifacts.describe(org, request.sha256)
 
     def grant(
         self, principal: Principal, request: claim_service_pb2.RegisterTaskArtifactRequest

@@ -19,22 +19,19 @@ from sqlalchemy.orm import Session
 from services.claims import store as claims_store
 from services.claims.clients import requests, store, view
 from services.claims.clients.store import ClientRow, OperationRow
-from services.core import audit, errors, ids
+from services.core import adapters, audit, errors, ids, lifecycle
 from services.core.auth import Principal
+from services.core.clients import ArtifactClient
 from services.core.config import Config
 from services.core.money import windows
 from services.core.money.tables import HoldRow
+from services.core.states import CLIENT_GONE, CLIENT_LIVE, ClientStatus, OperationStatus
 from services.core.store import Store, utcnow
 from services.core.wakeups import mark, operations_topic
 from trainyard.client.v1 import client_pb2, client_service_pb2
 from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
-GONE_MESSAGES = {
-    "executor_lost": "The executor holding the client went away; create another client.",
-    "engine_failed": "The engine could not hold the client; create another client.",
-    "deleted": "The client was deleted.",
-}
 
 
 def _sha(value: Any) -> str:
@@ -43,7 +40,7 @@ def _sha(value: Any) -> str:
 
 def gone(reason: str) -> errors.DomainError:
     return errors.FailedPrecondition(
-        GONE_MESSAGES.get(reason, GONE_MESSAGES["executor_lost"]), reason="CLIENT_GONE"
+        CLIENT_GONE.get(reason, CLIENT_GONE["executor_lost"]), reason="CLIENT_GONE"
     )
 
 
@@ -54,10 +51,12 @@ class Clients:
         config: Config,
         catalog: Catalog,
         clock: Callable[[], dt.datetime] = utcnow,
+        artifacts: ArtifactClient | None = None,
     ) -> None:
         self._db = db
         self._config = config
         self._catalog = catalog
+        self._artifacts = artifacts
         self._now = clock
         self._policy = windows.Policy.of(config)
 
@@ -71,7 +70,15 @@ class Clients:
         self, principal: Principal, request: client_service_pb2.CreateTrainingClientRequest
     ) -> tuple[str, str]:
         """Place a new client on an engine executor; its id and its executor's."""
-        base, adaptation, seed = requests.adaptation_of(request, self._catalog)
+        origin = requests.origin_of(request)
+        adapter = (
+            adapters.read(self._db, self._artifacts, principal.org, origin) if origin else None
+        )
+        if adapter is not None and request.with_optimizer and not adapter.optimizer:
+            raise errors.ValidationError(
+                "with_optimizer", "needs a saved state that holds the optimizer's"
+            )
+        base, adaptation, seed = requests.adaptation_of(request, self._catalog, adapter)
         ad = json_format.MessageToDict(adaptation, preserving_proto_field_name=True)
         protect = json_format.MessageToDict(request.protect, preserving_proto_field_name=True)
 
@@ -84,25 +91,50 @@ class Clients:
                 client_id = ids.new_id("cli")
                 charged = engine.platform
                 windows.open_client_hold(
-                    session, self._policy, org=principal.org, client_id=client_id,
-                    charged=charged, now=now,
-                )  # fmt: skip
+                    session,
+                    self._policy,
+                    org=principal.org,
+                    client_id=client_id,
+                    charged=charged,
+                    now=now,
+                )
                 session.add(
                     ClientRow(
-                        id=client_id, org=principal.org, base_model=base.name, adaptation=ad,
-                        protect=protect, seed=seed, status="placing", executor_id=engine.id,
-                        charged=charged, lease_expires=now + self.ttl, seq=-1, step=0, losses=[],
-                        engine_seconds=0.0, cost_micro_cents=0, reason="", message="",
-                        create_time=now, update_time=now,
+                        id=client_id,
+                        org=principal.org,
+                        base_model=base.name,
+                        adaptation=ad,
+                        protect=protect,
+                        seed=seed,
+                        status=ClientStatus.PLACING,
+                        executor_id=engine.id,
+                        charged=charged,
+                        lease_expires=now + self.ttl,
+                        seq=-1,
+                        step=0,
+                        losses=[],
+                        engine_seconds=0.0,
+                        cost_micro_cents=0,
+                        reason="",
+                        message="",
+                        create_time=now,
+                        update_time=now,
                     )
-                )  # fmt: skip
-                create = {"base_model": base.name, "adaptation": ad, "seed": seed}
+                )
+                create: dict[str, Any] = {"base_model": base.name, "adaptation": ad, "seed": seed}
+                if origin:
+                    create.update({"from": origin, "with_optimizer": request.with_optimizer})
                 session.add(_operation(client_id, 0, "create", create, now))
                 mark(session, operations_topic(engine.id))
                 audit.record(
-                    session, "training.client.created", org=principal.org, subject=client_id,
-                    actor=principal.key_id, executor=engine.id, base=base.name,
-                )  # fmt: skip
+                    session,
+                    "training.client.created",
+                    org=principal.org,
+                    subject=client_id,
+                    actor=principal.key_id,
+                    executor=engine.id,
+                    base=base.name,
+                )
                 return client_id, engine.id
 
         return claims_store.retry(work)
@@ -114,10 +146,12 @@ class Clients:
             sa.select(claims_store.ExecutorRow).where(claims_store.ExecutorRow.connected.is_(True))
         ).all()
         engines = [
-            e for e in rows
-            if int(e.offer.get("clients", 0)) > 0 and (e.platform or e.org == org)
+            e
+            for e in rows
+            if int(e.offer.get("clients", 0)) > 0
+            and (e.platform or e.org == org)
             and base in e.offer.get("bases", ())
-        ]  # fmt: skip
+        ]
         if not engines:
             raise errors.Unavailable(
                 "No connected executor serves training clients of this base.",
@@ -163,14 +197,16 @@ class Clients:
                             reason="IDEMPOTENCY_KEY_REUSED",
                         )
                     return found.id, number, client.executor_id
-                if client.status not in store.LIVE:
+                if client.status not in CLIENT_LIVE:
                     raise gone(client.reason or client.status)
                 if number <= client.seq:
                     raise errors.ValidationError("seq", "is at or below the client's last call")
                 if number > store.last_seq(session, client.id) + 1024:
                     raise errors.ValidationError("seq", "is too far past the client's last call")
                 windows.client_refusal(hold_of(session, client))
-                op = _operation(client.id, number, kind, given, now, digest)
+                op = _operation(
+                    client.id, number, kind, requests.with_deadline(given, now), now, digest
+                )
                 session.add(op)
                 mark(session, operations_topic(client.executor_id))
                 return op.id, number, client.executor_id
@@ -194,21 +230,22 @@ class Clients:
             row = store.owned(session, principal.org, client_id)
             if row is None:
                 raise errors.NotFound()
-            return view.client_proto(row), row.status != "placing"
+            return view.client_proto(row, session), row.status != ClientStatus.PLACING
 
     def client(self, principal: Principal, client_id: str) -> client_pb2.TrainingClient:
         with self._db.unit(write=False) as session:
             row = store.owned(session, principal.org, client_id)
             if row is None:
                 raise errors.NotFound()
-            return view.client_proto(row)
+            return view.client_proto(row, session)
 
     def page(
         self, principal: Principal, status: str, offset: int, size: int
     ) -> tuple[list[client_pb2.TrainingClient], int]:
         with self._db.unit(write=False) as session:
             rows, total = store.page(session, principal.org, status, offset, size)
-            return [view.client_proto(r) for r in rows], total
+            found = view.creates(session, [r.id for r in rows])
+            return [view.client_proto(r, session, found.get(r.id, {})) for r in rows], total
 
     def delete(self, principal: Principal, client_id: str) -> client_pb2.TrainingClient:
         """Drop the org's client: its engine is told to free it, its calls not answered
@@ -219,30 +256,21 @@ class Clients:
                 row = store.owned(session, principal.org, client_id, lock=True)
                 if row is None:
                     raise errors.NotFound()
-                if row.status in store.LIVE:
-                    end(session, row, "deleted", "deleted", self._now())
+                if row.status in CLIENT_LIVE:
+                    lifecycle.end_client(session, row, ClientStatus.DELETED, "deleted", self._now())
                     audit.record(
-                        session, "training.client.deleted", org=row.org, subject=row.id,
+                        session,
+                        "training.client.deleted",
+                        org=row.org,
+                        subject=row.id,
                         actor=principal.key_id,
-                    )  # fmt: skip
-                return view.client_proto(row)
+                    )
+                return view.client_proto(row, session)
 
         return claims_store.retry(work)
 
 
 # -- rows and views --------------------------------------------------------------------------
-
-
-def end(session: Session, row: ClientRow, status: str, reason: str, now: dt.datetime) -> None:
-    """A client no engine holds any more (`deleted`, `failed`, `lost`): its calls not
-    answered fail `CLIENT_GONE`, its hold goes back."""
-    row.status, row.update_time = status, now
-    row.reason = "" if status == "deleted" else reason
-    row.message = "" if status == "deleted" else GONE_MESSAGES.get(reason, "")
-    row.lease_expires = None
-    for op in store.pending(session, row.id):
-        fail(op, "CLIENT_GONE", GONE_MESSAGES.get(reason, ""), now)
-    windows.release(session, task_id=row.id, now=now)
 
 
 def _full(limit: str, value: int) -> errors.DomainError:
@@ -257,16 +285,16 @@ def _operation(
     client_id: str, seq: int, kind: str, given: dict[str, Any], now: dt.datetime, digest: str = ""
 ) -> OperationRow:
     return OperationRow(
-        id=ids.new_id("fut"), client_id=client_id, seq=seq, kind=kind, input=given,
-        input_sha256=digest or _sha({"kind": kind, "input": given}), status="queued",
-        seconds=0.0, create_time=now,
-    )  # fmt: skip
-
-
-def fail(op: OperationRow, code: str, message: str, now: dt.datetime, field: str = "") -> None:
-    code = code if code in errors.REASONS else "INTERNAL_ERROR"
-    op.status, op.done_time = "failed", now
-    op.error = {"code": code, "message": message[:256], "field": field[:128]}
+        id=ids.new_id("fut"),
+        client_id=client_id,
+        seq=seq,
+        kind=kind,
+        input=given,
+        input_sha256=digest or _sha({"kind": kind, "input": given}),
+        status=OperationStatus.QUEUED,
+        seconds=0.0,
+        create_time=now,
+    )
 
 
 def hold_of(session: Session, client: ClientRow) -> HoldRow | None:

@@ -16,13 +16,14 @@ from services.claims.clients.view import error_of
 from services.core import context, errors
 from services.core.pagetoken import PageTokens, page_size
 from services.core.rpc import REST_STATUS
+from services.core.states import ClientStatus
 from services.core.wakeups import Wakeups, future_topic, woken
 from trainyard.client.v1 import client_pb2, client_service_pb2, client_service_pb2_grpc
 
 Ctx: TypeAlias = grpc.aio.ServicerContext  # type: ignore[type-arg]
 # How often a waiter reads the rows when no wake-up came (one lost, a lease the sweep ended).
 POLL_SECONDS = 0.5
-STATUSES = ("placing", "ready", "failed", "lost", "deleted")
+STATUSES = tuple(ClientStatus)
 
 
 async def until(
@@ -145,6 +146,7 @@ class ClientServicer(client_service_pb2_grpc.ClientServiceServicer):
         self, ctx: Ctx, request: Any, kind: str, given: dict[str, Any]
     ) -> client_pb2.Future:
         wait = requests.wait_seconds(request)
+        given = {**given, **requests.deadline_seconds(request)}
         principal = context.principal()
         future_id, _, _ = await asyncio.to_thread(
             self._clients.call, principal, request.id, request.seq, kind, given

@@ -11,12 +11,11 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from services.core import ids
+from services.core.states import CLIENT_LIVE, OPERATION_PENDING, OperationStatus
 from services.core.tables import ClientRow, OperationRow
 
-# A client an engine holds, or is loading.
-LIVE = ("placing", "ready")
-# An operation the engine has not answered.
-PENDING = ("queued", "sent")
+# How many of a client's latest answered calls its estimates average.
+RECENT_CALLS = 8
 
 
 def client(session: Session, client_id: str, *, lock: bool = False) -> ClientRow | None:
@@ -54,7 +53,7 @@ def ahead(session: Session, op: OperationRow) -> int:
         session.scalar(
             sa.select(sa.func.count()).where(
                 OperationRow.client_id == op.client_id,
-                OperationRow.status.in_(PENDING),
+                OperationRow.status.in_(OPERATION_PENDING),
                 OperationRow.seq < op.seq,
             )
         )
@@ -62,24 +61,57 @@ def ahead(session: Session, op: OperationRow) -> int:
     )
 
 
-def pending(session: Session, client_id: str) -> Sequence[OperationRow]:
-    return session.scalars(
-        sa.select(OperationRow).where(
-            OperationRow.client_id == client_id, OperationRow.status.in_(PENDING)
+def skip_answered(session: Session, client: ClientRow) -> None:
+    """Move the client's last applied number past calls answered out of turn (failed at
+    their deadline while a call before them ran), so the next pending call goes next."""
+    while (following := operation(session, client.id, client.seq + 1)) is not None:
+        if following.status in OPERATION_PENDING:
+            return
+        client.seq = following.seq
+
+
+def recent_seconds(session: Session, client_id: str, count: int = RECENT_CALLS) -> list[float]:
+    """The engine-seconds of the client's last `count` answered calls, newest first."""
+    return [
+        float(s)
+        for s in session.scalars(
+            sa.select(OperationRow.seconds)
+            .where(
+                OperationRow.client_id == client_id,
+                OperationRow.status == OperationStatus.DONE,
+                OperationRow.kind != "create",
+            )
+            .order_by(OperationRow.seq.desc())
+            .limit(count)
         )
+    ]
+
+
+def waiting(session: Session, limit: int = 500) -> Sequence[OperationRow]:
+    """Calls of live clients not yet sent to their engine: those a deadline may fail."""
+    return session.scalars(
+        sa.select(OperationRow)
+        .join(ClientRow, ClientRow.id == OperationRow.client_id)
+        .where(
+            ClientRow.status.in_(CLIENT_LIVE),
+            OperationRow.status == OperationStatus.QUEUED,
+            OperationRow.kind != "create",
+        )
+        .order_by(OperationRow.create_time)
+        .limit(limit)
     ).all()
 
 
 def live_on(session: Session, executor_ids: Sequence[str]) -> Sequence[ClientRow]:
     return session.scalars(
         sa.select(ClientRow).where(
-            ClientRow.executor_id.in_(executor_ids), ClientRow.status.in_(LIVE)
+            ClientRow.executor_id.in_(executor_ids), ClientRow.status.in_(CLIENT_LIVE)
         )
     ).all()
 
 
 def live_count(session: Session, *, org: str = "", executor_id: str = "") -> int:
-    query = sa.select(sa.func.count()).where(ClientRow.status.in_(LIVE))
+    query = sa.select(sa.func.count()).where(ClientRow.status.in_(CLIENT_LIVE))
     if org:
         query = query.where(ClientRow.org == org)
     if executor_id:
@@ -94,9 +126,9 @@ def next_operations(session: Session, executor_id: str) -> Sequence[tuple[Client
         .join(OperationRow, OperationRow.client_id == ClientRow.id)
         .where(
             ClientRow.executor_id == executor_id,
-            ClientRow.status.in_(LIVE),
+            ClientRow.status.in_(CLIENT_LIVE),
             OperationRow.seq == ClientRow.seq + 1,
-            OperationRow.status.in_(PENDING),
+            OperationRow.status.in_(OPERATION_PENDING),
         )
     ).all()
     return [(row[0], row[1]) for row in rows]
@@ -105,7 +137,7 @@ def next_operations(session: Session, executor_id: str) -> Sequence[tuple[Client
 def lapsed(session: Session, now: dt.datetime) -> Sequence[ClientRow]:
     return session.scalars(
         sa.select(ClientRow)
-        .where(ClientRow.status.in_(LIVE), ClientRow.lease_expires <= now)
+        .where(ClientRow.status.in_(CLIENT_LIVE), ClientRow.lease_expires <= now)
         .limit(100)
         .with_for_update(skip_locked=True)
     ).all()
@@ -127,7 +159,7 @@ def page(
 def live_counts(session: Session, executor_ids: Sequence[str]) -> dict[str, int]:
     rows = session.execute(
         sa.select(ClientRow.executor_id, sa.func.count())
-        .where(ClientRow.executor_id.in_(executor_ids), ClientRow.status.in_(LIVE))
+        .where(ClientRow.executor_id.in_(executor_ids), ClientRow.status.in_(CLIENT_LIVE))
         .group_by(ClientRow.executor_id)
     ).all()
     return {str(r[0]): int(r[1]) for r in rows}

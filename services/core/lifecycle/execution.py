@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from services.core.lifecycle.money import release_holds
 from services.core.lifecycle.moves import (
     A,
     J,
@@ -18,7 +19,6 @@ from services.core.lifecycle.moves import (
     move_task,
     tasks_of,
 )
-from services.core.money import windows
 from services.core.states import (
     ATTEMPT_TERMINAL,
     TERMINAL,
@@ -40,7 +40,7 @@ def lease(session: Session, job: JobRow, task: TaskRow) -> None:
 def release(session: Session, job: JobRow, task: TaskRow) -> None:
     """The executor gives the task back unrun: open for another claim."""
     move_task(task, T.OPEN)
-    windows.release(session, task_id=task.id, now=utcnow())
+    release_holds(session, task_id=task.id, now=utcnow())
     attempt = current_attempt(session, job)
     if task.role == "lead" and attempt.status == A.LEASED:
         move_attempt(session, job, attempt, A.QUEUED)
@@ -123,7 +123,7 @@ def lose(session: Session, job: JobRow, task: TaskRow) -> None:
     (a run resumes only from its own checkpoint, so it is not moved elsewhere)."""
     move_task(task, T.EXPIRED)
     # Charged through its last report; what it held beyond that goes back.
-    windows.release(session, task_id=task.id, now=utcnow())
+    release_holds(session, task_id=task.id, now=utcnow())
     if job.status in TERMINAL or job.attempt_count != task.attempt_number:
         return
     attempt = current_attempt(session, job)

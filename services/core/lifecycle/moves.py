@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session, object_session
 
 from services.core import audit, errors
-from services.core.money import windows
+from services.core.lifecycle.money import release_holds
 from services.core.states import (
     ATTEMPT_MOVES,
     ATTEMPT_TERMINAL,
@@ -85,12 +85,16 @@ def _next_events(
     first, job.event_seq = job.event_seq + 1, job.event_seq + len(items)
     return [
         {
-            "job_id": job.id, "seq": first + n, "org": job.org, "type": type_,
-            "attempt_number": attempt, "data": {k: v for k, v in data.items() if v is not None},
+            "job_id": job.id,
+            "seq": first + n,
+            "org": job.org,
+            "type": type_,
+            "attempt_number": attempt,
+            "data": {k: v for k, v in data.items() if v is not None},
             "create_time": now,
         }
         for n, data in enumerate(items)
-    ]  # fmt: skip
+    ]
 
 
 def current_attempt(session: Session, job: JobRow) -> AttemptRow:
@@ -149,13 +153,18 @@ def move_job(
     if target in TERMINAL:
         job.end_time = now
         # Any end releases what the job's tasks held beyond what was metered (§10 Ends).
-        windows.release(session, job_id=job.id, now=now)
+        release_holds(session, job_id=job.id, now=now)
     if failure:
         job.failure_code, job.failure_category, job.failure_message = failure
     append_event(
-        session, job, "transition", attempt=job.attempt_count, status=target,
-        previous_status=previous, reason=reason or None,
-    )  # fmt: skip
+        session,
+        job,
+        "transition",
+        attempt=job.attempt_count,
+        status=target,
+        previous_status=previous,
+        reason=reason or None,
+    )
     audit.record(
         session,
         "training.job.state.transitioned",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from services.core import audit, errors
+from services.core import attempt_logs, audit, errors
 from services.core.lifecycle.moves import (
     A,
     J,
@@ -34,7 +34,7 @@ from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotRow
 def cancel(session: Session, job: JobRow, *, actor: str = "", request_id: str = "") -> None:
     """A cancel from the owner: at once while nothing runs, else through `cancelling`
     until the executor holding a task confirms (or its lease lapses). Repeats are no-ops;
-    a refusal (JOB_FINALIZING, INVALID_TRANSITION) raises."""
+    a refusal (TRAINING_JOB_FINALIZING, INVALID_TRANSITION) raises."""
     plan = cancel_plan(job.status, held=held(session, job))
     if plan == CancelPlan.NOW:
         move_attempt(session, job, current_attempt(session, job), A.CANCELLED)
@@ -42,14 +42,22 @@ def cancel(session: Session, job: JobRow, *, actor: str = "", request_id: str = 
             move_preparation(job, P.CANCELLED)
         end_tasks(session, job, T.CANCELLED)
         move_job(
-            session, job, J.CANCELLED, reason="cancel_requested", actor=actor,
+            session,
+            job,
+            J.CANCELLED,
+            reason="cancel_requested",
+            actor=actor,
             request_id=request_id,
-        )  # fmt: skip
+        )
     elif plan == CancelPlan.COOPERATIVE:
         move_job(
-            session, job, J.CANCELLING, reason="cancel_requested", actor=actor,
+            session,
+            job,
+            J.CANCELLING,
+            reason="cancel_requested",
+            actor=actor,
             request_id=request_id,
-        )  # fmt: skip
+        )
 
 
 def requeue(session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = "") -> None:
@@ -66,13 +74,23 @@ def requeue(session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = 
     job.progress = None
     job.outcome = None
     append_event(
-        session, job, "transition", attempt=attempt.attempt_number, status=J.QUEUED,
-        previous_status=previous, reason="retry_requested",
-    )  # fmt: skip
+        session,
+        job,
+        "transition",
+        attempt=attempt.attempt_number,
+        status=J.QUEUED,
+        previous_status=previous,
+        reason="retry_requested",
+    )
     audit.record(
-        session, "training.job.retry.accepted", org=job.org, subject=job.id, actor=actor,
-        code=f"{previous}->queued", attempt=attempt.attempt_number,
-    )  # fmt: skip
+        session,
+        "training.job.retry.accepted",
+        org=job.org,
+        subject=job.id,
+        actor=actor,
+        code=f"{previous}->queued",
+        attempt=attempt.attempt_number,
+    )
 
 
 # -- deletion ------------------------------------------------------------------------------
@@ -96,6 +114,7 @@ def tombstone(session: Session, job: JobRow) -> None:
             EventRow.job_id == job.id, EventRow.type.in_(("artifact", "result", "log"))
         )
     )
+    attempt_logs.delete(session, job.id)
     session.flush()
     if dataset:
         others = session.scalar(

@@ -53,9 +53,13 @@ def snapshot_verified(session: Session, job: JobRow, sha256: str, selected: int)
         trainable_examples=job.planned().trainable_examples,
     )
     append_event(
-        session, job, "transition", attempt=job.attempt_count, status=J.PREPARING,
+        session,
+        job,
+        "transition",
+        attempt=job.attempt_count,
+        status=J.PREPARING,
         reason="snapshot_verified",
-    )  # fmt: skip
+    )
     _opentasks_of(session, job)
 
 
@@ -78,9 +82,15 @@ def _opentasks_of(session: Session, job: JobRow) -> None:
     for position, machine in enumerate(machines):
         session.add(
             TaskRow(
-                id=new_id("tsk"), org=job.org, job_id=job.id, attempt_number=job.attempt_count,
-                position=position, role="lead" if position == 0 else "join", machine=machine,
-                world_size=len(machines), status=T.OPEN if position == 0 else T.WAITING,
+                id=new_id("tsk"),
+                org=job.org,
+                job_id=job.id,
+                attempt_number=job.attempt_count,
+                position=position,
+                role="lead" if position == 0 else "join",
+                machine=machine,
+                world_size=len(machines),
+                status=T.OPEN if position == 0 else T.WAITING,
                 create_time=now,
             )
-        )  # fmt: skip
+        )

@@ -75,9 +75,17 @@ def post(
     if exists is not None:
         return False
     entry = EntryRow(
-        org=wallet.org, name=name, kind=kind, micro_cents=micro_cents, job_id=job_id,
-        task_id=task_id, project=project, span=span, quantity=quantity, create_time=now,
-    )  # fmt: skip
+        org=wallet.org,
+        name=name,
+        kind=kind,
+        micro_cents=micro_cents,
+        job_id=job_id,
+        task_id=task_id,
+        project=project,
+        span=span,
+        quantity=quantity,
+        create_time=now,
+    )
     session.add(entry)
     session.flush()
     counter = FUNDING if kind == "credit" else REVENUE[kind]

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from services.core.money import ledger, rates, windows
 from services.core.money.tables import WalletRow
-from services.core.tables import ObjectRow
+from services.core.object_tables import ObjectRow
+from services.core.states import ObjectStatus
 
 GB = 10**9
 # A storage month: 30 days, as the GB-month is priced.
@@ -48,14 +49,20 @@ def accrue(session: Session, policy: windows.Policy, org: str, now: dt.datetime)
     if since is None:
         return 0
     seconds = int((through - since).total_seconds())
-    size = held_bytes(session, org, "stored")
+    size = held_bytes(session, org, ObjectStatus.STORED)
     amount = span_price(size, rates.rate(session, rates.STORAGE)[0], seconds)
     if amount > 0:
         span = f"{int(since.timestamp())}/{int(through.timestamp())}"
         ledger.post(
-            session, wallet, f"storage/{span}", "storage", -amount, now=now, span=span,
+            session,
+            wallet,
+            f"storage/{span}",
+            "storage",
+            -amount,
+            now=now,
+            span=span,
             quantity=float(size) * seconds,
-        )  # fmt: skip
+        )
     return amount
 
 
@@ -77,7 +84,9 @@ def admit(
 ) -> None:
     """Refuse a grant whose payer cannot hold a month of what the org keeps, has pending
     (but for the object `besides`, being granted again) and declares."""
-    size = held_bytes(session, org, "stored") + held_bytes(session, org, "pending", besides=besides)
+    size = held_bytes(session, org, ObjectStatus.STORED) + held_bytes(
+        session, org, ObjectStatus.PENDING, besides=besides
+    )
     month = span_price(size + declared, rates.rate(session, rates.STORAGE)[0], MONTH_SECONDS)
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now)
     refusal = windows.weigh(session, wallet, month, project="", now=now)

@@ -5,8 +5,12 @@ what the job's `max_seconds` and `budget` leave, then weighed against its payer:
 wallet's balance less everything the payer has committed that the ledger does not know
 yet (its live holds beyond what they were charged), and the month's spend against the
 org's and the project's caps. Each report meters the task by the clock (its devices times
-the seconds since the claim, no more than is held) at the rate read at the claim and
-charges what that adds. Under 3/5 of a window a device left, the report asks for the next
+the seconds since training started, no more than is held) at the rate read at the claim
+and charges what that adds. Training starts at the report that carries the trainer's
+first `running`: the seconds before it (the queue, the claim, loading the base and the
+data) are never charged, so a task cancelled or failed before it trained costs nothing
+and its whole hold goes back (`002_…`: the charge is each attempt's active interval,
+`started_at` to its end). Under 3/5 of a window a device left, the report asks for the next
 one; refused, the task runs what is held and asks again at every report, and under 2/15
 a device left the job is stopped with the refusal's reason.
 
@@ -28,6 +32,7 @@ from services.core.config import Config
 from services.core.money import ledger, rates
 from services.core.money.rates import MICRO_CENTS_PER_CENT, cost, seconds_for
 from services.core.money.tables import HoldRow, WalletRow
+from services.core.states import HoldStatus
 from trainyard.job.v1 import job_pb2
 
 
@@ -75,7 +80,9 @@ def device_class(devices: list[str] | tuple[str, ...]) -> str:
 
 def live_holds(session: Session, org: str) -> list[HoldRow]:
     return list(
-        session.scalars(sa.select(HoldRow).where(HoldRow.org == org, HoldRow.status == "live"))
+        session.scalars(
+            sa.select(HoldRow).where(HoldRow.org == org, HoldRow.status == HoldStatus.LIVE)
+        )
     )
 
 
@@ -188,18 +195,37 @@ def open_hold(
         return Refusal(refusal, final=bool(alone))
     session.add(
         HoldRow(
-            task_id=task_id, epoch=epoch, org=org, job_id=job_id, project=project, charged=charged,
-            meter=meter, rate=rate, devices=devices, held_seconds=window, start_time=now,
+            task_id=task_id,
+            epoch=epoch,
+            org=org,
+            job_id=job_id,
+            project=project,
+            charged=charged,
+            meter=meter,
+            rate=rate,
+            devices=devices,
+            held_seconds=window,
+            status=HoldStatus.LIVE,
+            start_time=now,
             update_time=now,
         )
-    )  # fmt: skip
+    )
     return Grant(devices=devices, held=window, rate=rate)
+
+
+def start_metering(session: Session, job_id: str, now: dt.datetime) -> None:
+    """Training started: the job's live holds are metered from `now` on. A hold's
+    `start_time` is its claim until then, and nothing before this is ever used."""
+    for hold in session.scalars(
+        sa.select(HoldRow).where(HoldRow.job_id == job_id, HoldRow.status == HoldStatus.LIVE)
+    ):
+        hold.start_time, hold.update_time = now, now
 
 
 def hold_of(session: Session, task_id: str, epoch: int) -> HoldRow | None:
     return session.scalar(
         sa.select(HoldRow).where(
-            HoldRow.task_id == task_id, HoldRow.epoch == epoch, HoldRow.status == "live"
+            HoldRow.task_id == task_id, HoldRow.epoch == epoch, HoldRow.status == HoldStatus.LIVE
         )
     )
 
@@ -210,11 +236,17 @@ def meter(
     hold: HoldRow,
     resources: job_pb2.Resources,
     now: dt.datetime,
+    started: bool,
 ) -> str:
-    """Meter a task by the clock and charge what that adds; ask for the next window when
-    little is left. The reason to stop the job, or "" while it may run."""
-    elapsed = max(int((now - hold.start_time).total_seconds()), 0)
-    used = min(hold.held_seconds, hold.devices * elapsed)
+    """Meter a task by the clock from when its attempt `started` training (until then
+    nothing is used) and charge what that adds; ask for the next window when little is
+    left. The reason to stop the job, or "" while it may run."""
+    used = 0
+    if started:
+        # Each second begun is charged whole, so an attempt that trained at all costs its
+        # first second however soon it ended.
+        elapsed = max(math.ceil((now - hold.start_time).total_seconds()), 0)
+        used = min(hold.held_seconds, hold.devices * elapsed)
     # The wallet is read only when there is something to charge or a window to weigh: a
     # task reporting many times a second meters whole seconds, so most reports neither.
     wallet = None
@@ -224,10 +256,17 @@ def meter(
         if hold.charged and due > 0:
             wallet = ledger.wallet(session, hold.org, free_cents=policy.free_cents, now=now)
             ledger.post(
-                session, wallet, f"compute/{hold.task_id}/{hold.epoch}/{used}", "compute", -due,
-                now=now, job_id=hold.job_id, task_id=hold.task_id, project=hold.project,
+                session,
+                wallet,
+                f"compute/{hold.task_id}/{hold.epoch}/{used}",
+                "compute",
+                -due,
+                now=now,
+                job_id=hold.job_id,
+                task_id=hold.task_id,
+                project=hold.project,
                 quantity=float(used - before),
-            )  # fmt: skip
+            )
             hold.charged_micro_cents += due
     hold.update_time = now
     left = hold.held_seconds - hold.used_seconds
@@ -246,19 +285,6 @@ def meter(
         return ""
     hold.refusal = refusal
     return refusal if left < policy.stop_below * hold.devices else ""
-
-
-def release(session: Session, *, job_id: str = "", task_id: str = "", now: dt.datetime) -> None:
-    """End live holds (a task's, or every one of a job's): charged through their last
-    meter, what they held beyond it goes back."""
-    query = sa.select(HoldRow).where(HoldRow.status == "live")
-    query = (
-        query.where(HoldRow.task_id == task_id)
-        if task_id
-        else query.where(HoldRow.job_id == job_id)
-    )
-    for hold in session.scalars(query):
-        hold.held_seconds, hold.status, hold.update_time = hold.used_seconds, "released", now
 
 
 # -- create ---------------------------------------------------------------------------------
@@ -325,9 +351,14 @@ def charge_client(
     amount = int(engine_seconds * per_second)
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now)
     applied = amount > 0 and ledger.post(
-        session, wallet, f"client/{client_id}/{seq}", "client", -amount, now=now,
+        session,
+        wallet,
+        f"client/{client_id}/{seq}",
+        "client",
+        -amount,
+        now=now,
         quantity=engine_seconds,
-    )  # fmt: skip
+    )
     return amount if applied else 0
 
 
@@ -346,11 +377,21 @@ def open_client_hold(
         )
     session.add(
         HoldRow(
-            task_id=client_id, epoch=1, org=org, job_id="", project="", charged=charged,
-            meter=rates.CLIENT, rate=rate, devices=1, held_seconds=policy.window, start_time=now,
+            task_id=client_id,
+            epoch=1,
+            org=org,
+            job_id="",
+            project="",
+            charged=charged,
+            meter=rates.CLIENT,
+            rate=rate,
+            devices=1,
+            held_seconds=policy.window,
+            status=HoldStatus.LIVE,
+            start_time=now,
             update_time=now,
         )
-    )  # fmt: skip
+    )
 
 
 def meter_client(
@@ -367,9 +408,14 @@ def meter_client(
     amount = 0
     if hold.charged:
         amount = charge_client(
-            session, policy, org=hold.org, client_id=hold.task_id, seq=seq,
-            engine_seconds=engine_seconds, now=now,
-        )  # fmt: skip
+            session,
+            policy,
+            org=hold.org,
+            client_id=hold.task_id,
+            seq=seq,
+            engine_seconds=engine_seconds,
+            now=now,
+        )
         hold.charged_micro_cents += amount
     hold.used_seconds = min(hold.held_seconds, hold.used_seconds + math.ceil(engine_seconds))
     hold.update_time = now

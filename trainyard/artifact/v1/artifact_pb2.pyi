@@ -10,14 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Artifact(_message.Message):
-    __slots__ = ("sha256", "size", "kind", "name", "status", "job_id", "published", "provenance_record_id", "retention_policy", "expires_at", "create_time", "url", "headers", "expires", "meta")
-    class HeadersEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    __slots__ = ("sha256", "size", "kind", "name", "status", "job_id", "published", "provenance_record_id", "retention_policy", "expires_at", "create_time", "url", "expires", "meta")
     class MetaEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,7 +30,6 @@ class Artifact(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
-    HEADERS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     sha256: str
@@ -52,10 +44,9 @@ class Artifact(_message.Message):
     expires_at: _timestamp_pb2.Timestamp
     create_time: _timestamp_pb2.Timestamp
     url: str
-    headers: _containers.ScalarMap[str, str]
     expires: int
     meta: _containers.ScalarMap[str, str]
-    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[float] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[float] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Grant(_message.Message):
     __slots__ = ("sha256", "stored", "upload", "parts")

@@ -24,11 +24,13 @@ _sym_db = _symbol_database.Default()
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from trainyard.artifact.v1 import artifact_pb2 as trainyard_dot_artifact_dot_v1_dot_artifact__pb2
 from trainyard.artifact.v1 import provenance_pb2 as trainyard_dot_artifact_dot_v1_dot_provenance__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,trainyard/artifact/v1/artifact_service.proto\x12\x15trainyard.artifact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a&trainyard/artifact/v1/provenance.proto\"]\n\x15\x43reateArtifactRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x06sha256\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04size\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x02\"K\n\x14ListArtifactsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"x\n\x15ListArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"*\n\x12GetArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"-\n\x15\x44\x65leteArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"l\n\x16\x44\x65leteArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"6\n\x08\x43\x61scaded\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04kept\x18\x03 \x01(\t\".\n\x16\x43onfirmArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"+\n\x17ListJobArtifactsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x18ListJobArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\"B\n\x18\x44\x65leteJobArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"o\n\x19\x44\x65leteJobArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"+\n\x17GetJobProvenanceRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xe9\x01\n\x17GrantJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x46\n\x04meta\x18\x07 \x03(\x0b\x32\x38.trainyard.artifact.v1.GrantJobArtifactRequest.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x19\x43onfirmJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\"%\n\x13ReadArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"$\n\x14ReadArtifactResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"R\n\x17RecordProvenanceRequest\x12\x37\n\x06record\x18\x01 \x01(\x0b\x32\'.trainyard.artifact.v1.ProvenanceRecord\"\x17\n\x15SweepArtifactsRequest\"9\n\x16SweepArtifactsResponse\x12\x0f\n\x07\x65xpired\x18\x01 \x01(\x05\x12\x0e\n\x06lapsed\x18\x02 \x01(\x05\x32\xc6\r\n\x0f\x41rtifactService\x12|\n\x0e\x43reateArtifact\x12,.trainyard.artifact.v1.CreateArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/train/artifacts:\x01*\x12\x8a\x01\n\rListArtifacts\x12+.trainyard.artifact.v1.ListArtifactsRequest\x1a,.trainyard.artifact.v1.ListArtifactsResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/artifacts\x12\x82\x01\n\x0bGetArtifact\x12).trainyard.artifact.v1.GetArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/artifacts/{sha256}\x12\x96\x01\n\x0e\x44\x65leteArtifact\x12,.trainyard.artifact.v1.DeleteArtifactRequest\x1a-.trainyard.artifact.v1.DeleteArtifactResponse\"\'\x90\x02\x02\x82\xd3\xe4\x93\x02\x1e*\x1c/v1/train/artifacts/{sha256}\x12\x92\x01\n\x0f\x43onfirmArtifact\x12-.trainyard.artifact.v1.ConfirmArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"/\x82\xd3\xe4\x93\x02)\"$/v1/train/artifacts/{sha256}/confirm:\x01*\x12\x9d\x01\n\x10ListJobArtifacts\x12..trainyard.artifact.v1.ListJobArtifactsRequest\x1a/.trainyard.artifact.v1.ListJobArtifactsResponse\"(\x90\x02\x01\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/train/jobs/{id}/artifacts\x12\xa9\x01\n\x11\x44\x65leteJobArtifact\x12/.trainyard.artifact.v1.DeleteJobArtifactRequest\x1a\x30.trainyard.artifact.v1.DeleteJobArtifactResponse\"1\x90\x02\x02\x82\xd3\xe4\x93\x02(*&/v1/train/jobs/{id}/artifacts/{sha256}\x12\x96\x01\n\x10GetJobProvenance\x12..trainyard.artifact.v1.GetJobProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\")\x90\x02\x01\x82\xd3\xe4\x93\x02 \x12\x1e/v1/train/jobs/{id}/provenance\x12`\n\x10GrantJobArtifact\x12..trainyard.artifact.v1.GrantJobArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\x12g\n\x12\x43onfirmJobArtifact\x12\x30.trainyard.artifact.v1.ConfirmJobArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\x12i\n\x0cReadArtifact\x12*.trainyard.artifact.v1.ReadArtifactRequest\x1a+.trainyard.artifact.v1.ReadArtifactResponse0\x01\x12k\n\x10RecordProvenance\x12..trainyard.artifact.v1.RecordProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\x12m\n\x0eSweepArtifacts\x12,.trainyard.artifact.v1.SweepArtifactsRequest\x1a-.trainyard.artifact.v1.SweepArtifactsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,trainyard/artifact/v1/artifact_service.proto\x12\x15trainyard.artifact.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a&trainyard/artifact/v1/provenance.proto\"\x84\x01\n\x15\x43reateArtifactRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x14\n\x06sha256\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04size\x18\x04 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"K\n\x14ListArtifactsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"x\n\x15ListArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"*\n\x12GetArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"-\n\x15\x44\x65leteArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"l\n\x16\x44\x65leteArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"6\n\x08\x43\x61scaded\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04kept\x18\x03 \x01(\t\"U\n\x16\x43onfirmArtifactRequest\x12\x14\n\x06sha256\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"+\n\x17ListJobArtifactsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x18ListJobArtifactsResponse\x12\x32\n\tartifacts\x18\x01 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Artifact\"B\n\x18\x44\x65leteJobArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"o\n\x19\x44\x65leteJobArtifactResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x31\n\x08\x63\x61scaded\x18\x03 \x03(\x0b\x32\x1f.trainyard.artifact.v1.Cascaded\"+\n\x17GetJobProvenanceRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xe9\x01\n\x17GrantJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06sha256\x18\x05 \x01(\t\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x46\n\x04meta\x18\x07 \x03(\x0b\x32\x38.trainyard.artifact.v1.GrantJobArtifactRequest.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x19\x43onfirmJobArtifactRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\".\n\x17\x44ownloadArtifactRequest\x12\x13\n\x05token\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"%\n\x13ReadArtifactRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"$\n\x14ReadArtifactResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"R\n\x17RecordProvenanceRequest\x12\x37\n\x06record\x18\x01 \x01(\x0b\x32\'.trainyard.artifact.v1.ProvenanceRecord\"\x17\n\x15SweepArtifactsRequest\"9\n\x16SweepArtifactsResponse\x12\x0f\n\x07\x65xpired\x18\x01 \x01(\x05\x12\x0e\n\x06lapsed\x18\x02 \x01(\x05\x32\xd1\x0e\n\x0f\x41rtifactService\x12\x7f\n\x0e\x43reateArtifact\x12,.trainyard.artifact.v1.CreateArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"!\x82\xd3\xe4\x93\x02\x1b\"\x13/v1/train/artifacts:\x04\x62ody\x12\x8a\x01\n\rListArtifacts\x12+.trainyard.artifact.v1.ListArtifactsRequest\x1a,.trainyard.artifact.v1.ListArtifactsResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/artifacts\x12\x82\x01\n\x0bGetArtifact\x12).trainyard.artifact.v1.GetArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/artifacts/{sha256}\x12\x96\x01\n\x0e\x44\x65leteArtifact\x12,.trainyard.artifact.v1.DeleteArtifactRequest\x1a-.trainyard.artifact.v1.DeleteArtifactResponse\"\'\x90\x02\x02\x82\xd3\xe4\x93\x02\x1e*\x1c/v1/train/artifacts/{sha256}\x12\x95\x01\n\x0f\x43onfirmArtifact\x12-.trainyard.artifact.v1.ConfirmArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"2\x82\xd3\xe4\x93\x02,\"$/v1/train/artifacts/{sha256}/confirm:\x04\x62ody\x12\x82\x01\n\x10\x44ownloadArtifact\x12..trainyard.artifact.v1.DownloadArtifactRequest\x1a\x14.google.api.HttpBody\"&\x90\x02\x01\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/train/downloads/{token}0\x01\x12\x9d\x01\n\x10ListJobArtifacts\x12..trainyard.artifact.v1.ListJobArtifactsRequest\x1a/.trainyard.artifact.v1.ListJobArtifactsResponse\"(\x90\x02\x01\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/train/jobs/{id}/artifacts\x12\xa9\x01\n\x11\x44\x65leteJobArtifact\x12/.trainyard.artifact.v1.DeleteJobArtifactRequest\x1a\x30.trainyard.artifact.v1.DeleteJobArtifactResponse\"1\x90\x02\x02\x82\xd3\xe4\x93\x02(*&/v1/train/jobs/{id}/artifacts/{sha256}\x12\x96\x01\n\x10GetJobProvenance\x12..trainyard.artifact.v1.GetJobProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\")\x90\x02\x01\x82\xd3\xe4\x93\x02 \x12\x1e/v1/train/jobs/{id}/provenance\x12`\n\x10GrantJobArtifact\x12..trainyard.artifact.v1.GrantJobArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\x12g\n\x12\x43onfirmJobArtifact\x12\x30.trainyard.artifact.v1.ConfirmJobArtifactRequest\x1a\x1f.trainyard.artifact.v1.Artifact\x12i\n\x0cReadArtifact\x12*.trainyard.artifact.v1.ReadArtifactRequest\x1a+.trainyard.artifact.v1.ReadArtifactResponse0\x01\x12k\n\x10RecordProvenance\x12..trainyard.artifact.v1.RecordProvenanceRequest\x1a\'.trainyard.artifact.v1.ProvenanceRecord\x12m\n\x0eSweepArtifacts\x12,.trainyard.artifact.v1.SweepArtifactsRequest\x1a-.trainyard.artifact.v1.SweepArtifactsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,8 +57,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETJOBPROVENANCEREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._loaded_options = None
   _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_options = b'8\001'
+  _globals['_DOWNLOADARTIFACTREQUEST'].fields_by_name['token']._loaded_options = None
+  _globals['_DOWNLOADARTIFACTREQUEST'].fields_by_name['token']._serialized_options = b'\342A\001\002'
   _globals['_ARTIFACTSERVICE'].methods_by_name['CreateArtifact']._loaded_options = None
-  _globals['_ARTIFACTSERVICE'].methods_by_name['CreateArtifact']._serialized_options = b'\202\323\344\223\002\030\"\023/v1/train/artifacts:\001*'
+  _globals['_ARTIFACTSERVICE'].methods_by_name['CreateArtifact']._serialized_options = b'\202\323\344\223\002\033\"\023/v1/train/artifacts:\004body'
   _globals['_ARTIFACTSERVICE'].methods_by_name['ListArtifacts']._loaded_options = None
   _globals['_ARTIFACTSERVICE'].methods_by_name['ListArtifacts']._serialized_options = b'\220\002\001\202\323\344\223\002\025\022\023/v1/train/artifacts'
   _globals['_ARTIFACTSERVICE'].methods_by_name['GetArtifact']._loaded_options = None
@@ -64,55 +68,59 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ARTIFACTSERVICE'].methods_by_name['DeleteArtifact']._loaded_options = None
   _globals['_ARTIFACTSERVICE'].methods_by_name['DeleteArtifact']._serialized_options = b'\220\002\002\202\323\344\223\002\036*\034/v1/train/artifacts/{sha256}'
   _globals['_ARTIFACTSERVICE'].methods_by_name['ConfirmArtifact']._loaded_options = None
-  _globals['_ARTIFACTSERVICE'].methods_by_name['ConfirmArtifact']._serialized_options = b'\202\323\344\223\002)\"$/v1/train/artifacts/{sha256}/confirm:\001*'
+  _globals['_ARTIFACTSERVICE'].methods_by_name['ConfirmArtifact']._serialized_options = b'\202\323\344\223\002,\"$/v1/train/artifacts/{sha256}/confirm:\004body'
+  _globals['_ARTIFACTSERVICE'].methods_by_name['DownloadArtifact']._loaded_options = None
+  _globals['_ARTIFACTSERVICE'].methods_by_name['DownloadArtifact']._serialized_options = b'\220\002\001\202\323\344\223\002\035\022\033/v1/train/downloads/{token}'
   _globals['_ARTIFACTSERVICE'].methods_by_name['ListJobArtifacts']._loaded_options = None
   _globals['_ARTIFACTSERVICE'].methods_by_name['ListJobArtifacts']._serialized_options = b'\220\002\001\202\323\344\223\002\037\022\035/v1/train/jobs/{id}/artifacts'
   _globals['_ARTIFACTSERVICE'].methods_by_name['DeleteJobArtifact']._loaded_options = None
   _globals['_ARTIFACTSERVICE'].methods_by_name['DeleteJobArtifact']._serialized_options = b'\220\002\002\202\323\344\223\002(*&/v1/train/jobs/{id}/artifacts/{sha256}'
   _globals['_ARTIFACTSERVICE'].methods_by_name['GetJobProvenance']._loaded_options = None
   _globals['_ARTIFACTSERVICE'].methods_by_name['GetJobProvenance']._serialized_options = b'\220\002\001\202\323\344\223\002 \022\036/v1/train/jobs/{id}/provenance'
-  _globals['_CREATEARTIFACTREQUEST']._serialized_start=212
-  _globals['_CREATEARTIFACTREQUEST']._serialized_end=305
-  _globals['_LISTARTIFACTSREQUEST']._serialized_start=307
-  _globals['_LISTARTIFACTSREQUEST']._serialized_end=382
-  _globals['_LISTARTIFACTSRESPONSE']._serialized_start=384
-  _globals['_LISTARTIFACTSRESPONSE']._serialized_end=504
-  _globals['_GETARTIFACTREQUEST']._serialized_start=506
-  _globals['_GETARTIFACTREQUEST']._serialized_end=548
-  _globals['_DELETEARTIFACTREQUEST']._serialized_start=550
-  _globals['_DELETEARTIFACTREQUEST']._serialized_end=595
-  _globals['_DELETEARTIFACTRESPONSE']._serialized_start=597
-  _globals['_DELETEARTIFACTRESPONSE']._serialized_end=705
-  _globals['_CASCADED']._serialized_start=707
-  _globals['_CASCADED']._serialized_end=761
-  _globals['_CONFIRMARTIFACTREQUEST']._serialized_start=763
-  _globals['_CONFIRMARTIFACTREQUEST']._serialized_end=809
-  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_start=811
-  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_end=854
-  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_start=856
-  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_end=934
-  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_start=936
-  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_end=1002
-  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_start=1004
-  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_end=1115
-  _globals['_GETJOBPROVENANCEREQUEST']._serialized_start=1117
-  _globals['_GETJOBPROVENANCEREQUEST']._serialized_end=1160
-  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_start=1163
-  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_end=1396
-  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_start=1353
-  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_end=1396
-  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_start=1398
-  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_end=1457
-  _globals['_READARTIFACTREQUEST']._serialized_start=1459
-  _globals['_READARTIFACTREQUEST']._serialized_end=1496
-  _globals['_READARTIFACTRESPONSE']._serialized_start=1498
-  _globals['_READARTIFACTRESPONSE']._serialized_end=1534
-  _globals['_RECORDPROVENANCEREQUEST']._serialized_start=1536
-  _globals['_RECORDPROVENANCEREQUEST']._serialized_end=1618
-  _globals['_SWEEPARTIFACTSREQUEST']._serialized_start=1620
-  _globals['_SWEEPARTIFACTSREQUEST']._serialized_end=1643
-  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_start=1645
-  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_end=1702
-  _globals['_ARTIFACTSERVICE']._serialized_start=1705
-  _globals['_ARTIFACTSERVICE']._serialized_end=3439
+  _globals['_CREATEARTIFACTREQUEST']._serialized_start=270
+  _globals['_CREATEARTIFACTREQUEST']._serialized_end=402
+  _globals['_LISTARTIFACTSREQUEST']._serialized_start=404
+  _globals['_LISTARTIFACTSREQUEST']._serialized_end=479
+  _globals['_LISTARTIFACTSRESPONSE']._serialized_start=481
+  _globals['_LISTARTIFACTSRESPONSE']._serialized_end=601
+  _globals['_GETARTIFACTREQUEST']._serialized_start=603
+  _globals['_GETARTIFACTREQUEST']._serialized_end=645
+  _globals['_DELETEARTIFACTREQUEST']._serialized_start=647
+  _globals['_DELETEARTIFACTREQUEST']._serialized_end=692
+  _globals['_DELETEARTIFACTRESPONSE']._serialized_start=694
+  _globals['_DELETEARTIFACTRESPONSE']._serialized_end=802
+  _globals['_CASCADED']._serialized_start=804
+  _globals['_CASCADED']._serialized_end=858
+  _globals['_CONFIRMARTIFACTREQUEST']._serialized_start=860
+  _globals['_CONFIRMARTIFACTREQUEST']._serialized_end=945
+  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_start=947
+  _globals['_LISTJOBARTIFACTSREQUEST']._serialized_end=990
+  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_start=992
+  _globals['_LISTJOBARTIFACTSRESPONSE']._serialized_end=1070
+  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_start=1072
+  _globals['_DELETEJOBARTIFACTREQUEST']._serialized_end=1138
+  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_start=1140
+  _globals['_DELETEJOBARTIFACTRESPONSE']._serialized_end=1251
+  _globals['_GETJOBPROVENANCEREQUEST']._serialized_start=1253
+  _globals['_GETJOBPROVENANCEREQUEST']._serialized_end=1296
+  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_start=1299
+  _globals['_GRANTJOBARTIFACTREQUEST']._serialized_end=1532
+  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_start=1489
+  _globals['_GRANTJOBARTIFACTREQUEST_METAENTRY']._serialized_end=1532
+  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_start=1534
+  _globals['_CONFIRMJOBARTIFACTREQUEST']._serialized_end=1593
+  _globals['_DOWNLOADARTIFACTREQUEST']._serialized_start=1595
+  _globals['_DOWNLOADARTIFACTREQUEST']._serialized_end=1641
+  _globals['_READARTIFACTREQUEST']._serialized_start=1643
+  _globals['_READARTIFACTREQUEST']._serialized_end=1680
+  _globals['_READARTIFACTRESPONSE']._serialized_start=1682
+  _globals['_READARTIFACTRESPONSE']._serialized_end=1718
+  _globals['_RECORDPROVENANCEREQUEST']._serialized_start=1720
+  _globals['_RECORDPROVENANCEREQUEST']._serialized_end=1802
+  _globals['_SWEEPARTIFACTSREQUEST']._serialized_start=1804
+  _globals['_SWEEPARTIFACTSREQUEST']._serialized_end=1827
+  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_start=1829
+  _globals['_SWEEPARTIFACTSRESPONSE']._serialized_end=1886
+  _globals['_ARTIFACTSERVICE']._serialized_start=1889
+  _globals['_ARTIFACTSERVICE']._serialized_end=3762
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,7 @@
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from trainyard.artifact.v1 import artifact_pb2 as _artifact_pb2
 from trainyard.artifact.v1 import provenance_pb2 as _provenance_pb2
 from google.protobuf.internal import containers as _containers
@@ -11,16 +13,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateArtifactRequest(_message.Message):
-    __slots__ = ("kind", "name", "sha256", "size")
+    __slots__ = ("kind", "name", "sha256", "size", "body")
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     kind: str
     name: str
     sha256: str
     size: int
-    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListArtifactsRequest(_message.Message):
     __slots__ = ("kind", "page_size", "page_token")
@@ -75,10 +79,12 @@ class Cascaded(_message.Message):
     def __init__(self, sha256: _Optional[str] = ..., kind: _Optional[str] = ..., kept: _Optional[str] = ...) -> None: ...
 
 class ConfirmArtifactRequest(_message.Message):
-    __slots__ = ("sha256",)
+    __slots__ = ("sha256", "body")
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     sha256: str
-    def __init__(self, sha256: _Optional[str] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, sha256: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListJobArtifactsRequest(_message.Message):
     __slots__ = ("id",)
@@ -148,6 +154,12 @@ class ConfirmJobArtifactRequest(_message.Message):
     job_id: str
     sha256: str
     def __init__(self, job_id: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class DownloadArtifactRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
 
 class ReadArtifactRequest(_message.Message):
     __slots__ = ("sha256",)

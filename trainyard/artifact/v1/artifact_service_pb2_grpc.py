@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from trainyard.artifact.v1 import artifact_pb2 as trainyard_dot_artifact_dot_v1_dot_artifact__pb2
 from trainyard.artifact.v1 import artifact_service_pb2 as trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2
 from trainyard.artifact.v1 import provenance_pb2 as trainyard_dot_artifact_dot_v1_dot_provenance__pb2
@@ -67,6 +68,11 @@ class ArtifactServiceStub:
                 '/trainyard.artifact.v1.ArtifactService/ConfirmArtifact',
                 request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ConfirmArtifactRequest.SerializeToString,
                 response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+                _registered_method=True)
+        self.DownloadArtifact = channel.unary_stream(
+                '/trainyard.artifact.v1.ArtifactService/DownloadArtifact',
+                request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
         self.ListJobArtifacts = channel.unary_unary(
                 '/trainyard.artifact.v1.ArtifactService/ListJobArtifacts',
@@ -153,6 +159,17 @@ class ArtifactServiceServicer:
     def ConfirmArtifact(self, request, context):
         """Reads an uploaded object back and checks its sha256, size and
         encryption; an object that reads back otherwise is deleted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadArtifact(self, request, context):
+        """The bytes of an object behind a download URL: the URL's token is the
+        credential (no API key is asked), names the org and the object, and lives
+        10 minutes. The object is read under its org's key and served only once
+        it hashes to its sha256. An expired, altered or unknown token, and an
+        object since deleted, answer `NOT_FOUND`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -245,6 +262,11 @@ def add_ArtifactServiceServicer_to_server(servicer, server):
                     servicer.ConfirmArtifact,
                     request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ConfirmArtifactRequest.FromString,
                     response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.SerializeToString,
+            ),
+            'DownloadArtifact': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadArtifact,
+                    request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'ListJobArtifacts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobArtifacts,
@@ -429,6 +451,33 @@ class ArtifactService:
             '/trainyard.artifact.v1.ArtifactService/ConfirmArtifact',
             trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ConfirmArtifactRequest.SerializeToString,
             trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/trainyard.artifact.v1.ArtifactService/DownloadArtifact',
+            trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,12 +24,13 @@ _sym_db = _symbol_database.Default()
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from trainyard.artifact.v1 import artifact_pb2 as trainyard_dot_artifact_dot_v1_dot_artifact__pb2
 from trainyard.claim.v1 import task_pb2 as trainyard_dot_claim_dot_v1_dot_task__pb2
 from trainyard.job.v1 import job_pb2 as trainyard_dot_job_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&trainyard/claim/v1/claim_service.proto\x12\x12trainyard.claim.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a\x1dtrainyard/claim/v1/task.proto\x1a\x1atrainyard/job/v1/job.proto\"\x99\x01\n\x10\x43laimTaskRequest\x12\x15\n\x07machine\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x08platform\x18\x02 \x01(\x08\x12\r\n\x05\x62\x61ses\x18\x03 \x03(\t\x12\x0f\n\x07\x64\x65vices\x18\x04 \x03(\t\x12.\n\x08supports\x18\x05 \x01(\x0b\x32\x1c.trainyard.claim.v1.Supports\x12\x0c\n\x04wait\x18\x06 \x01(\x05\"l\n\x11\x43laimTaskResponse\x12\x0b\n\x03org\x18\x01 \x01(\t\x12&\n\x04task\x18\x02 \x01(\x0b\x32\x18.trainyard.claim.v1.Task\x12\"\n\x03job\x18\x03 \x01(\x0b\x32\x15.trainyard.job.v1.Job\"}\n\x11ReportTaskRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12-\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1d.trainyard.claim.v1.TaskEvent\"O\n\x12ReportTaskResponse\x12\x0e\n\x06\x63\x61ncel\x18\x01 \x01(\x08\x12\x0c\n\x04held\x18\x02 \x01(\x05\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x05\"\x88\x02\n\x1bRegisterTaskArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04size\x18\x07 \x01(\x03\x12G\n\x04meta\x18\x08 \x03(\x0b\x32\x39.trainyard.claim.v1.RegisterTaskArtifactRequest.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9d\x02\n\x0e\x43onnectRequest\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.trainyard.claim.v1.HelloH\x00\x12\x32\n\x06report\x18\x02 \x01(\x0b\x32 .trainyard.claim.v1.StreamReportH\x00\x12<\n\x08\x61rtifact\x18\x03 \x01(\x0b\x32(.trainyard.claim.v1.ArtifactRegistrationH\x00\x12.\n\x07release\x18\x04 \x01(\x0b\x32\x1b.trainyard.claim.v1.ReleaseH\x00\x12\x35\n\x06result\x18\x05 \x01(\x0b\x32#.trainyard.claim.v1.OperationResultH\x00\x42\x06\n\x04kind\"\xc1\x02\n\x0f\x43onnectResponse\x12\x34\n\nassignment\x18\x01 \x01(\x0b\x32\x1e.trainyard.claim.v1.AssignmentH\x00\x12&\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x17.trainyard.claim.v1.AckH\x00\x12,\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x1a.trainyard.claim.v1.CancelH\x00\x12\x30\n\x05grant\x18\x04 \x01(\x0b\x32\x1f.trainyard.claim.v1.StreamGrantH\x00\x12.\n\x07welcome\x18\x05 \x01(\x0b\x32\x1b.trainyard.claim.v1.WelcomeH\x00\x12\x38\n\toperation\x18\x06 \x01(\x0b\x32#.trainyard.claim.v1.ClientOperationH\x00\x42\x06\n\x04kind\"\xc9\x01\n\x05Hello\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12\x10\n\x08platform\x18\x02 \x01(\x08\x12\r\n\x05\x62\x61ses\x18\x03 \x03(\t\x12\x0f\n\x07\x64\x65vices\x18\x04 \x03(\t\x12.\n\x08supports\x18\x05 \x01(\x0b\x32\x1c.trainyard.claim.v1.Supports\x12-\n\x06leases\x18\x06 \x03(\x0b\x32\x1d.trainyard.claim.v1.HeldLease\x12\r\n\x05slots\x18\x07 \x01(\x05\x12\x0f\n\x07\x63lients\x18\x08 \x01(\x05\"(\n\tHeldLease\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"=\n\x07Welcome\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0f\n\x07resumed\x18\x02 \x03(\t\x12\x0c\n\x04lost\x18\x03 \x03(\t\"e\n\nAssignment\x12\x0b\n\x03org\x18\x01 \x01(\t\x12&\n\x04task\x18\x02 \x01(\x0b\x32\x18.trainyard.claim.v1.Task\x12\"\n\x03job\x18\x03 \x01(\x0b\x32\x15.trainyard.job.v1.Job\"Z\n\x0cStreamReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12-\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x1d.trainyard.claim.v1.TaskEvent\"^\n\x03\x41\x63k\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x0c\n\x04held\x18\x03 \x01(\x05\x12\x0e\n\x06\x63\x61ncel\x18\x04 \x01(\x08\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\"5\n\x06\x43\x61ncel\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05grace\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xf0\x01\n\x14\x41rtifactRegistration\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\r\n\x05lease\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04size\x18\x07 \x01(\x03\x12@\n\x04meta\x18\x08 \x03(\x0b\x32\x32.trainyard.claim.v1.ArtifactRegistration.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"^\n\x0bStreamGrant\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12+\n\x05grant\x18\x02 \x01(\x0b\x32\x1c.trainyard.artifact.v1.Grant\x12\x0e\n\x06reason\x18\x03 \x01(\t\"6\n\x07Release\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"g\n\x14ReadTaskInputRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"w\n\x0f\x43lientOperation\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\r\n\x05input\x18\x04 \x01(\t\x12\r\n\x05lease\x18\x05 \x01(\t\x12\x0b\n\x03org\x18\x06 \x01(\t\x12\x0e\n\x06report\x18\x07 \x01(\x05\"\x98\x01\n\x0fOperationResult\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x05\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x0e\n\x06output\x18\x05 \x01(\t\x12\x0c\n\x04\x63ode\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\r\n\x05\x66ield\x18\x08 \x01(\t\x12\x0f\n\x07seconds\x18\t \x01(\x01\x32\xfc\x04\n\x0c\x43laimService\x12V\n\x07\x43onnect\x12\".trainyard.claim.v1.ConnectRequest\x1a#.trainyard.claim.v1.ConnectResponse(\x01\x30\x01\x12y\n\tClaimTask\x12$.trainyard.claim.v1.ClaimTaskRequest\x1a%.trainyard.claim.v1.ClaimTaskResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/train/jobs/claim:\x01*\x12\x82\x01\n\nReportTask\x12%.trainyard.claim.v1.ReportTaskRequest\x1a&.trainyard.claim.v1.ReportTaskResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/train/jobs/{id}/events:\x01*\x12\x8f\x01\n\x14RegisterTaskArtifact\x12/.trainyard.claim.v1.RegisterTaskArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"(\x82\xd3\xe4\x93\x02\"\"\x1d/v1/train/jobs/{id}/artifacts:\x01*\x12\x81\x01\n\rReadTaskInput\x12(.trainyard.claim.v1.ReadTaskInputRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/train/jobs/{id}/inputs:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&trainyard/claim/v1/claim_service.proto\x12\x12trainyard.claim.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a$trainyard/artifact/v1/artifact.proto\x1a\x1dtrainyard/claim/v1/task.proto\x1a\x1atrainyard/job/v1/job.proto\"\xc0\x01\n\x10\x43laimTaskRequest\x12\x15\n\x07machine\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x10\n\x08platform\x18\x02 \x01(\x08\x12\r\n\x05\x62\x61ses\x18\x03 \x03(\t\x12\x0f\n\x07\x64\x65vices\x18\x04 \x03(\t\x12.\n\x08supports\x18\x05 \x01(\x0b\x32\x1c.trainyard.claim.v1.Supports\x12\x0c\n\x04wait\x18\x06 \x01(\x05\x12%\n\x04\x62ody\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\"l\n\x11\x43laimTaskResponse\x12\x0b\n\x03org\x18\x01 \x01(\t\x12&\n\x04task\x18\x02 \x01(\x0b\x32\x18.trainyard.claim.v1.Task\x12\"\n\x03job\x18\x03 \x01(\x0b\x32\x15.trainyard.job.v1.Job\"\xa4\x01\n\x11ReportTaskRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12-\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x1d.trainyard.claim.v1.TaskEvent\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"O\n\x12ReportTaskResponse\x12\x0e\n\x06\x63\x61ncel\x18\x01 \x01(\x08\x12\x0c\n\x04held\x18\x02 \x01(\x05\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x05\"\xaf\x02\n\x1bRegisterTaskArtifactRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04size\x18\x07 \x01(\x03\x12G\n\x04meta\x18\x08 \x03(\x0b\x32\x39.trainyard.claim.v1.RegisterTaskArtifactRequest.MetaEntry\x12%\n\x04\x62ody\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xd7\x02\n\x0e\x43onnectRequest\x12*\n\x05hello\x18\x01 \x01(\x0b\x32\x19.trainyard.claim.v1.HelloH\x00\x12\x32\n\x06report\x18\x02 \x01(\x0b\x32 .trainyard.claim.v1.StreamReportH\x00\x12<\n\x08\x61rtifact\x18\x03 \x01(\x0b\x32(.trainyard.claim.v1.ArtifactRegistrationH\x00\x12.\n\x07release\x18\x04 \x01(\x0b\x32\x1b.trainyard.claim.v1.ReleaseH\x00\x12\x35\n\x06result\x18\x05 \x01(\x0b\x32#.trainyard.claim.v1.OperationResultH\x00\x12\x38\n\x0c\x61nnouncement\x18\x06 \x01(\x0b\x32 .trainyard.claim.v1.AnnouncementH\x00\x42\x06\n\x04kind\"\xc1\x02\n\x0f\x43onnectResponse\x12\x34\n\nassignment\x18\x01 \x01(\x0b\x32\x1e.trainyard.claim.v1.AssignmentH\x00\x12&\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x17.trainyard.claim.v1.AckH\x00\x12,\n\x06\x63\x61ncel\x18\x03 \x01(\x0b\x32\x1a.trainyard.claim.v1.CancelH\x00\x12\x30\n\x05grant\x18\x04 \x01(\x0b\x32\x1f.trainyard.claim.v1.StreamGrantH\x00\x12.\n\x07welcome\x18\x05 \x01(\x0b\x32\x1b.trainyard.claim.v1.WelcomeH\x00\x12\x38\n\toperation\x18\x06 \x01(\x0b\x32#.trainyard.claim.v1.ClientOperationH\x00\x42\x06\n\x04kind\"\xfb\x01\n\x05Hello\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12\x10\n\x08platform\x18\x02 \x01(\x08\x12\r\n\x05\x62\x61ses\x18\x03 \x03(\t\x12\x0f\n\x07\x64\x65vices\x18\x04 \x03(\t\x12.\n\x08supports\x18\x05 \x01(\x0b\x32\x1c.trainyard.claim.v1.Supports\x12-\n\x06leases\x18\x06 \x03(\x0b\x32\x1d.trainyard.claim.v1.HeldLease\x12\r\n\x05slots\x18\x07 \x01(\x05\x12\x0f\n\x07\x63lients\x18\x08 \x01(\x05\x12\x30\n\tabandoned\x18\t \x03(\x0b\x32\x1d.trainyard.claim.v1.HeldLease\"\x1d\n\x0c\x41nnouncement\x12\r\n\x05\x62\x61ses\x18\x01 \x03(\t\"(\n\tHeldLease\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\"=\n\x07Welcome\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0f\n\x07resumed\x18\x02 \x03(\t\x12\x0c\n\x04lost\x18\x03 \x03(\t\"e\n\nAssignment\x12\x0b\n\x03org\x18\x01 \x01(\t\x12&\n\x04task\x18\x02 \x01(\x0b\x32\x18.trainyard.claim.v1.Task\x12\"\n\x03job\x18\x03 \x01(\x0b\x32\x15.trainyard.job.v1.Job\"Z\n\x0cStreamReport\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12-\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x1d.trainyard.claim.v1.TaskEvent\"^\n\x03\x41\x63k\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x0c\n\x04held\x18\x03 \x01(\x05\x12\x0e\n\x06\x63\x61ncel\x18\x04 \x01(\x08\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\"5\n\x06\x43\x61ncel\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05grace\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\xf0\x01\n\x14\x41rtifactRegistration\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04task\x18\x02 \x01(\t\x12\r\n\x05lease\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04name\x18\x05 \x01(\t\x12\x0e\n\x06sha256\x18\x06 \x01(\t\x12\x0c\n\x04size\x18\x07 \x01(\x03\x12@\n\x04meta\x18\x08 \x03(\x0b\x32\x32.trainyard.claim.v1.ArtifactRegistration.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"^\n\x0bStreamGrant\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12+\n\x05grant\x18\x02 \x01(\x0b\x32\x1c.trainyard.artifact.v1.Grant\x12\x0e\n\x06reason\x18\x03 \x01(\t\"6\n\x07Release\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8e\x01\n\x14ReadTaskInputRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04task\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05lease\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x14\n\x06sha256\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"w\n\x0f\x43lientOperation\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x05\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\r\n\x05input\x18\x04 \x01(\t\x12\r\n\x05lease\x18\x05 \x01(\t\x12\x0b\n\x03org\x18\x06 \x01(\t\x12\x0e\n\x06report\x18\x07 \x01(\x05\"\x98\x01\n\x0fOperationResult\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\r\n\x05lease\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x05\x12\n\n\x02ok\x18\x04 \x01(\x08\x12\x0e\n\x06output\x18\x05 \x01(\t\x12\x0c\n\x04\x63ode\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\r\n\x05\x66ield\x18\x08 \x01(\t\x12\x0f\n\x07seconds\x18\t \x01(\x01\x32\x88\x05\n\x0c\x43laimService\x12V\n\x07\x43onnect\x12\".trainyard.claim.v1.ConnectRequest\x1a#.trainyard.claim.v1.ConnectResponse(\x01\x30\x01\x12|\n\tClaimTask\x12$.trainyard.claim.v1.ClaimTaskRequest\x1a%.trainyard.claim.v1.ClaimTaskResponse\"\"\x82\xd3\xe4\x93\x02\x1c\"\x14/v1/train/jobs/claim:\x04\x62ody\x12\x85\x01\n\nReportTask\x12%.trainyard.claim.v1.ReportTaskRequest\x1a&.trainyard.claim.v1.ReportTaskResponse\"(\x82\xd3\xe4\x93\x02\"\"\x1a/v1/train/jobs/{id}/events:\x04\x62ody\x12\x92\x01\n\x14RegisterTaskArtifact\x12/.trainyard.claim.v1.RegisterTaskArtifactRequest\x1a\x1c.trainyard.artifact.v1.Grant\"+\x82\xd3\xe4\x93\x02%\"\x1d/v1/train/jobs/{id}/artifacts:\x04\x62ody\x12\x84\x01\n\rReadTaskInput\x12(.trainyard.claim.v1.ReadTaskInputRequest\x1a\x1f.trainyard.artifact.v1.Artifact\"(\x82\xd3\xe4\x93\x02\"\"\x1a/v1/train/jobs/{id}/inputs:\x04\x62odyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -63,57 +64,59 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READTASKINPUTREQUEST'].fields_by_name['sha256']._loaded_options = None
   _globals['_READTASKINPUTREQUEST'].fields_by_name['sha256']._serialized_options = b'\342A\001\002'
   _globals['_CLAIMSERVICE'].methods_by_name['ClaimTask']._loaded_options = None
-  _globals['_CLAIMSERVICE'].methods_by_name['ClaimTask']._serialized_options = b'\202\323\344\223\002\031\"\024/v1/train/jobs/claim:\001*'
+  _globals['_CLAIMSERVICE'].methods_by_name['ClaimTask']._serialized_options = b'\202\323\344\223\002\034\"\024/v1/train/jobs/claim:\004body'
   _globals['_CLAIMSERVICE'].methods_by_name['ReportTask']._loaded_options = None
-  _globals['_CLAIMSERVICE'].methods_by_name['ReportTask']._serialized_options = b'\202\323\344\223\002\037\"\032/v1/train/jobs/{id}/events:\001*'
+  _globals['_CLAIMSERVICE'].methods_by_name['ReportTask']._serialized_options = b'\202\323\344\223\002\"\"\032/v1/train/jobs/{id}/events:\004body'
   _globals['_CLAIMSERVICE'].methods_by_name['RegisterTaskArtifact']._loaded_options = None
-  _globals['_CLAIMSERVICE'].methods_by_name['RegisterTaskArtifact']._serialized_options = b'\202\323\344\223\002\"\"\035/v1/train/jobs/{id}/artifacts:\001*'
+  _globals['_CLAIMSERVICE'].methods_by_name['RegisterTaskArtifact']._serialized_options = b'\202\323\344\223\002%\"\035/v1/train/jobs/{id}/artifacts:\004body'
   _globals['_CLAIMSERVICE'].methods_by_name['ReadTaskInput']._loaded_options = None
-  _globals['_CLAIMSERVICE'].methods_by_name['ReadTaskInput']._serialized_options = b'\202\323\344\223\002\037\"\032/v1/train/jobs/{id}/inputs:\001*'
-  _globals['_CLAIMTASKREQUEST']._serialized_start=223
-  _globals['_CLAIMTASKREQUEST']._serialized_end=376
-  _globals['_CLAIMTASKRESPONSE']._serialized_start=378
-  _globals['_CLAIMTASKRESPONSE']._serialized_end=486
-  _globals['_REPORTTASKREQUEST']._serialized_start=488
-  _globals['_REPORTTASKREQUEST']._serialized_end=613
-  _globals['_REPORTTASKRESPONSE']._serialized_start=615
-  _globals['_REPORTTASKRESPONSE']._serialized_end=694
-  _globals['_REGISTERTASKARTIFACTREQUEST']._serialized_start=697
-  _globals['_REGISTERTASKARTIFACTREQUEST']._serialized_end=961
-  _globals['_REGISTERTASKARTIFACTREQUEST_METAENTRY']._serialized_start=918
-  _globals['_REGISTERTASKARTIFACTREQUEST_METAENTRY']._serialized_end=961
-  _globals['_CONNECTREQUEST']._serialized_start=964
-  _globals['_CONNECTREQUEST']._serialized_end=1249
-  _globals['_CONNECTRESPONSE']._serialized_start=1252
-  _globals['_CONNECTRESPONSE']._serialized_end=1573
-  _globals['_HELLO']._serialized_start=1576
-  _globals['_HELLO']._serialized_end=1777
-  _globals['_HELDLEASE']._serialized_start=1779
-  _globals['_HELDLEASE']._serialized_end=1819
-  _globals['_WELCOME']._serialized_start=1821
-  _globals['_WELCOME']._serialized_end=1882
-  _globals['_ASSIGNMENT']._serialized_start=1884
-  _globals['_ASSIGNMENT']._serialized_end=1985
-  _globals['_STREAMREPORT']._serialized_start=1987
-  _globals['_STREAMREPORT']._serialized_end=2077
-  _globals['_ACK']._serialized_start=2079
-  _globals['_ACK']._serialized_end=2173
-  _globals['_CANCEL']._serialized_start=2175
-  _globals['_CANCEL']._serialized_end=2228
-  _globals['_ARTIFACTREGISTRATION']._serialized_start=2231
-  _globals['_ARTIFACTREGISTRATION']._serialized_end=2471
-  _globals['_ARTIFACTREGISTRATION_METAENTRY']._serialized_start=918
-  _globals['_ARTIFACTREGISTRATION_METAENTRY']._serialized_end=961
-  _globals['_STREAMGRANT']._serialized_start=2473
-  _globals['_STREAMGRANT']._serialized_end=2567
-  _globals['_RELEASE']._serialized_start=2569
-  _globals['_RELEASE']._serialized_end=2623
-  _globals['_READTASKINPUTREQUEST']._serialized_start=2625
-  _globals['_READTASKINPUTREQUEST']._serialized_end=2728
-  _globals['_CLIENTOPERATION']._serialized_start=2730
-  _globals['_CLIENTOPERATION']._serialized_end=2849
-  _globals['_OPERATIONRESULT']._serialized_start=2852
-  _globals['_OPERATIONRESULT']._serialized_end=3004
-  _globals['_CLAIMSERVICE']._serialized_start=3007
-  _globals['_CLAIMSERVICE']._serialized_end=3643
+  _globals['_CLAIMSERVICE'].methods_by_name['ReadTaskInput']._serialized_options = b'\202\323\344\223\002\"\"\032/v1/train/jobs/{id}/inputs:\004body'
+  _globals['_CLAIMTASKREQUEST']._serialized_start=253
+  _globals['_CLAIMTASKREQUEST']._serialized_end=445
+  _globals['_CLAIMTASKRESPONSE']._serialized_start=447
+  _globals['_CLAIMTASKRESPONSE']._serialized_end=555
+  _globals['_REPORTTASKREQUEST']._serialized_start=558
+  _globals['_REPORTTASKREQUEST']._serialized_end=722
+  _globals['_REPORTTASKRESPONSE']._serialized_start=724
+  _globals['_REPORTTASKRESPONSE']._serialized_end=803
+  _globals['_REGISTERTASKARTIFACTREQUEST']._serialized_start=806
+  _globals['_REGISTERTASKARTIFACTREQUEST']._serialized_end=1109
+  _globals['_REGISTERTASKARTIFACTREQUEST_METAENTRY']._serialized_start=1066
+  _globals['_REGISTERTASKARTIFACTREQUEST_METAENTRY']._serialized_end=1109
+  _globals['_CONNECTREQUEST']._serialized_start=1112
+  _globals['_CONNECTREQUEST']._serialized_end=1455
+  _globals['_CONNECTRESPONSE']._serialized_start=1458
+  _globals['_CONNECTRESPONSE']._serialized_end=1779
+  _globals['_HELLO']._serialized_start=1782
+  _globals['_HELLO']._serialized_end=2033
+  _globals['_ANNOUNCEMENT']._serialized_start=2035
+  _globals['_ANNOUNCEMENT']._serialized_end=2064
+  _globals['_HELDLEASE']._serialized_start=2066
+  _globals['_HELDLEASE']._serialized_end=2106
+  _globals['_WELCOME']._serialized_start=2108
+  _globals['_WELCOME']._serialized_end=2169
+  _globals['_ASSIGNMENT']._serialized_start=2171
+  _globals['_ASSIGNMENT']._serialized_end=2272
+  _globals['_STREAMREPORT']._serialized_start=2274
+  _globals['_STREAMREPORT']._serialized_end=2364
+  _globals['_ACK']._serialized_start=2366
+  _globals['_ACK']._serialized_end=2460
+  _globals['_CANCEL']._serialized_start=2462
+  _globals['_CANCEL']._serialized_end=2515
+  _globals['_ARTIFACTREGISTRATION']._serialized_start=2518
+  _globals['_ARTIFACTREGISTRATION']._serialized_end=2758
+  _globals['_ARTIFACTREGISTRATION_METAENTRY']._serialized_start=1066
+  _globals['_ARTIFACTREGISTRATION_METAENTRY']._serialized_end=1109
+  _globals['_STREAMGRANT']._serialized_start=2760
+  _globals['_STREAMGRANT']._serialized_end=2854
+  _globals['_RELEASE']._serialized_start=2856
+  _globals['_RELEASE']._serialized_end=2910
+  _globals['_READTASKINPUTREQUEST']._serialized_start=2913
+  _globals['_READTASKINPUTREQUEST']._serialized_end=3055
+  _globals['_CLIENTOPERATION']._serialized_start=3057
+  _globals['_CLIENTOPERATION']._serialized_end=3176
+  _globals['_OPERATIONRESULT']._serialized_start=3179
+  _globals['_OPERATIONRESULT']._serialized_end=3331
+  _globals['_CLAIMSERVICE']._serialized_start=3334
+  _globals['_CLAIMSERVICE']._serialized_end=3982
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from trainyard.artifact.v1 import artifact_pb2 as _artifact_pb2
 from trainyard.claim.v1 import task_pb2 as _task_pb2
 from trainyard.job.v1 import job_pb2 as _job_pb2
@@ -12,20 +13,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ClaimTaskRequest(_message.Message):
-    __slots__ = ("machine", "platform", "bases", "devices", "supports", "wait")
+    __slots__ = ("machine", "platform", "bases", "devices", "supports", "wait", "body")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     BASES_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     machine: str
     platform: bool
     bases: _containers.RepeatedScalarFieldContainer[str]
     devices: _containers.RepeatedScalarFieldContainer[str]
     supports: _task_pb2.Supports
     wait: int
-    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., wait: _Optional[int] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., wait: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ClaimTaskResponse(_message.Message):
     __slots__ = ("org", "task", "job")
@@ -38,16 +41,18 @@ class ClaimTaskResponse(_message.Message):
     def __init__(self, org: _Optional[str] = ..., task: _Optional[_Union[_task_pb2.Task, _Mapping]] = ..., job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ReportTaskRequest(_message.Message):
-    __slots__ = ("id", "task", "lease", "events")
+    __slots__ = ("id", "task", "lease", "events", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
     task: str
     lease: str
     events: _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskEvent]
-    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_task_pb2.TaskEvent, _Mapping]]] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., events: _Optional[_Iterable[_Union[_task_pb2.TaskEvent, _Mapping]]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReportTaskResponse(_message.Message):
     __slots__ = ("cancel", "held", "status", "seq")
@@ -62,7 +67,7 @@ class ReportTaskResponse(_message.Message):
     def __init__(self, cancel: _Optional[bool] = ..., held: _Optional[int] = ..., status: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class RegisterTaskArtifactRequest(_message.Message):
-    __slots__ = ("id", "task", "lease", "kind", "name", "sha256", "size", "meta")
+    __slots__ = ("id", "task", "lease", "kind", "name", "sha256", "size", "meta", "body")
     class MetaEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +83,7 @@ class RegisterTaskArtifactRequest(_message.Message):
     SHA256_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
     task: str
     lease: str
@@ -86,21 +92,24 @@ class RegisterTaskArtifactRequest(_message.Message):
     sha256: str
     size: int
     meta: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ConnectRequest(_message.Message):
-    __slots__ = ("hello", "report", "artifact", "release", "result")
+    __slots__ = ("hello", "report", "artifact", "release", "result", "announcement")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCEMENT_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     report: StreamReport
     artifact: ArtifactRegistration
     release: Release
     result: OperationResult
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., report: _Optional[_Union[StreamReport, _Mapping]] = ..., artifact: _Optional[_Union[ArtifactRegistration, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ...) -> None: ...
+    announcement: Announcement
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., report: _Optional[_Union[StreamReport, _Mapping]] = ..., artifact: _Optional[_Union[ArtifactRegistration, _Mapping]] = ..., release: _Optional[_Union[Release, _Mapping]] = ..., result: _Optional[_Union[OperationResult, _Mapping]] = ..., announcement: _Optional[_Union[Announcement, _Mapping]] = ...) -> None: ...
 
 class ConnectResponse(_message.Message):
     __slots__ = ("assignment", "ack", "cancel", "grant", "welcome", "operation")
@@ -119,7 +128,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, assignment: _Optional[_Union[Assignment, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., grant: _Optional[_Union[StreamGrant, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., operation: _Optional[_Union[ClientOperation, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots", "clients")
+    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots", "clients", "abandoned")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     BASES_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +137,7 @@ class Hello(_message.Message):
     LEASES_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
+    ABANDONED_FIELD_NUMBER: _ClassVar[int]
     machine: str
     platform: bool
     bases: _containers.RepeatedScalarFieldContainer[str]
@@ -136,7 +146,14 @@ class Hello(_message.Message):
     leases: _containers.RepeatedCompositeFieldContainer[HeldLease]
     slots: int
     clients: int
-    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ..., clients: _Optional[int] = ...) -> None: ...
+    abandoned: _containers.RepeatedCompositeFieldContainer[HeldLease]
+    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ..., clients: _Optional[int] = ..., abandoned: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ...) -> None: ...
+
+class Announcement(_message.Message):
+    __slots__ = ("bases",)
+    BASES_FIELD_NUMBER: _ClassVar[int]
+    bases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, bases: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeldLease(_message.Message):
     __slots__ = ("task", "lease")
@@ -250,16 +267,18 @@ class Release(_message.Message):
     def __init__(self, task: _Optional[str] = ..., lease: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReadTaskInputRequest(_message.Message):
-    __slots__ = ("id", "task", "lease", "sha256")
+    __slots__ = ("id", "task", "lease", "sha256", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
     task: str
     lease: str
     sha256: str
-    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., task: _Optional[str] = ..., lease: _Optional[str] = ..., sha256: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ClientOperation(_message.Message):
     __slots__ = ("client", "seq", "kind", "input", "lease", "org", "report")

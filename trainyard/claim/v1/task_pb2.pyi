@@ -56,7 +56,7 @@ class Supports(_message.Message):
     def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
-    __slots__ = ("seq", "type", "status", "error", "addr", "name", "step", "value", "line", "sha256", "result")
+    __slots__ = ("seq", "type", "status", "error", "addr", "name", "step", "value", "line", "sha256", "result", "text")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,7 @@ class TaskEvent(_message.Message):
     LINE_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
     seq: int
     type: str
     status: str
@@ -79,7 +80,8 @@ class TaskEvent(_message.Message):
     line: str
     sha256: str
     result: TaskResult
-    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., status: _Optional[str] = ..., error: _Optional[str] = ..., addr: _Optional[str] = ..., name: _Optional[str] = ..., step: _Optional[int] = ..., value: _Optional[float] = ..., line: _Optional[str] = ..., sha256: _Optional[str] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ...) -> None: ...
+    text: str
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., status: _Optional[str] = ..., error: _Optional[str] = ..., addr: _Optional[str] = ..., name: _Optional[str] = ..., step: _Optional[int] = ..., value: _Optional[float] = ..., line: _Optional[str] = ..., sha256: _Optional[str] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., text: _Optional[str] = ...) -> None: ...
 
 class TaskResult(_message.Message):
     __slots__ = ("sha256", "base_sha256", "evaluation", "outcome", "step", "served_step", "dataset_sha256", "training_config_sha256", "checkpoint_sha256", "training_seconds", "checkpoint_step")

@@ -12,20 +12,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateTrainingClientRequest(_message.Message):
-    __slots__ = ("base_model", "adaptation", "protect", "lora_config", "wait", "body")
+    __slots__ = ("base_model", "adaptation", "protect", "lora_config", "wait", "body", "with_optimizer")
     BASE_MODEL_FIELD_NUMBER: _ClassVar[int]
     ADAPTATION_FIELD_NUMBER: _ClassVar[int]
     PROTECT_FIELD_NUMBER: _ClassVar[int]
     LORA_CONFIG_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    WITH_OPTIMIZER_FIELD_NUMBER: _ClassVar[int]
     base_model: str
     adaptation: _job_pb2.Adaptation
     protect: _job_pb2.Protection
     lora_config: _client_pb2.LoraConfig
     wait: int
     body: _struct_pb2.Struct
-    def __init__(self, base_model: _Optional[str] = ..., adaptation: _Optional[_Union[_job_pb2.Adaptation, _Mapping]] = ..., protect: _Optional[_Union[_job_pb2.Protection, _Mapping]] = ..., lora_config: _Optional[_Union[_client_pb2.LoraConfig, _Mapping]] = ..., wait: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    with_optimizer: bool
+    def __init__(self, base_model: _Optional[str] = ..., adaptation: _Optional[_Union[_job_pb2.Adaptation, _Mapping]] = ..., protect: _Optional[_Union[_job_pb2.Protection, _Mapping]] = ..., lora_config: _Optional[_Union[_client_pb2.LoraConfig, _Mapping]] = ..., wait: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., with_optimizer: _Optional[bool] = ..., **kwargs) -> None: ...
 
 class ListTrainingClientsRequest(_message.Message):
     __slots__ = ("status", "page_size", "page_token")
@@ -60,37 +63,52 @@ class DeleteTrainingClientRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class RunForwardBackwardRequest(_message.Message):
-    __slots__ = ("id", "seq", "wait", "data", "loss_fn", "body")
+    __slots__ = ("id", "seq", "wait", "data", "loss_fn", "body", "deadline_seconds", "forward_only", "loss_fn_config")
+    class LossFnConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     LOSS_FN_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_ONLY_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FN_CONFIG_FIELD_NUMBER: _ClassVar[int]
     id: str
     seq: int
     wait: int
     data: _containers.RepeatedCompositeFieldContainer[_client_pb2.Datum]
     loss_fn: str
     body: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., data: _Optional[_Iterable[_Union[_client_pb2.Datum, _Mapping]]] = ..., loss_fn: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    deadline_seconds: int
+    forward_only: bool
+    loss_fn_config: _containers.ScalarMap[str, float]
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., data: _Optional[_Iterable[_Union[_client_pb2.Datum, _Mapping]]] = ..., loss_fn: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_seconds: _Optional[int] = ..., forward_only: _Optional[bool] = ..., loss_fn_config: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class RunOptimStepRequest(_message.Message):
-    __slots__ = ("id", "seq", "wait", "adam_params", "body")
+    __slots__ = ("id", "seq", "wait", "adam_params", "body", "deadline_seconds")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     ADAM_PARAMS_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     seq: int
     wait: int
     adam_params: _client_pb2.AdamParams
     body: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., adam_params: _Optional[_Union[_client_pb2.AdamParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    deadline_seconds: int
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., adam_params: _Optional[_Union[_client_pb2.AdamParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_seconds: _Optional[int] = ...) -> None: ...
 
 class SampleTrainingClientRequest(_message.Message):
-    __slots__ = ("id", "seq", "wait", "prompt", "num_samples", "sampling_params", "body")
+    __slots__ = ("id", "seq", "wait", "prompt", "num_samples", "sampling_params", "body", "deadline_seconds", "prompt_logprobs", "topk_prompt_logprobs")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +116,9 @@ class SampleTrainingClientRequest(_message.Message):
     NUM_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_PARAMS_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TOPK_PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     id: str
     seq: int
     wait: int
@@ -105,21 +126,28 @@ class SampleTrainingClientRequest(_message.Message):
     num_samples: int
     sampling_params: _client_pb2.SamplingParams
     body: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., prompt: _Optional[_Union[_client_pb2.ModelInput, _Mapping]] = ..., num_samples: _Optional[int] = ..., sampling_params: _Optional[_Union[_client_pb2.SamplingParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    deadline_seconds: int
+    prompt_logprobs: bool
+    topk_prompt_logprobs: int
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., prompt: _Optional[_Union[_client_pb2.ModelInput, _Mapping]] = ..., num_samples: _Optional[int] = ..., sampling_params: _Optional[_Union[_client_pb2.SamplingParams, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_seconds: _Optional[int] = ..., prompt_logprobs: _Optional[bool] = ..., topk_prompt_logprobs: _Optional[int] = ...) -> None: ...
 
 class SaveTrainingClientWeightsRequest(_message.Message):
-    __slots__ = ("id", "seq", "wait", "name", "body")
+    __slots__ = ("id", "seq", "wait", "name", "kind", "body", "deadline_seconds")
     ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     id: str
     seq: int
     wait: int
     name: str
+    kind: str
     body: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., name: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    deadline_seconds: int
+    def __init__(self, id: _Optional[str] = ..., seq: _Optional[int] = ..., wait: _Optional[int] = ..., name: _Optional[str] = ..., kind: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_seconds: _Optional[int] = ...) -> None: ...
 
 class GetFutureRequest(_message.Message):
     __slots__ = ("id", "wait")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etrainyard/job/v1/attempt.proto\x12\x10trainyard.job.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x03\n\x07\x41ttempt\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x03 \x01(\x05\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x1e\n\x16resume_from_checkpoint\x18\x05 \x01(\x08\x12\x18\n\x0bresume_step\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x61ilure_code\x18\x07 \x01(\t\x12\x18\n\x10\x66\x61ilure_category\x18\x08 \x01(\t\x12\x17\n\x0f\x66\x61ilure_message\x18\t \x01(\t\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bleased_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cstarted_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0f\x66inalizing_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0e\n\x0c_resume_stepb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etrainyard/job/v1/attempt.proto\x12\x10trainyard.job.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xea\x03\n\x07\x41ttempt\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x03 \x01(\x05\x12\x0e\n\x06status\x18\x04 \x01(\t\x12\x1e\n\x16resume_from_checkpoint\x18\x05 \x01(\x08\x12\x18\n\x0bresume_step\x18\x06 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x61ilure_code\x18\x07 \x01(\t\x12\x18\n\x10\x66\x61ilure_category\x18\x08 \x01(\t\x12\x17\n\x0f\x66\x61ilure_message\x18\t \x01(\t\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bleased_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0cstarted_time\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0f\x66inalizing_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tlog_bytes\x18\x0f \x01(\x05\x42\x0e\n\x0c_resume_stepb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trainyard.job.v1.attempt_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ATTEMPT']._serialized_start=86
-  _globals['_ATTEMPT']._serialized_end=557
+  _globals['_ATTEMPT']._serialized_end=576
 # @@protoc_insertion_point(module_scope)

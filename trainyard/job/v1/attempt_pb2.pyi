@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Attempt(_message.Message):
-    __slots__ = ("id", "job_id", "attempt_number", "status", "resume_from_checkpoint", "resume_step", "failure_code", "failure_category", "failure_message", "create_time", "leased_time", "started_time", "finalizing_time", "end_time")
+    __slots__ = ("id", "job_id", "attempt_number", "status", "resume_from_checkpoint", "resume_step", "failure_code", "failure_category", "failure_message", "create_time", "leased_time", "started_time", "finalizing_time", "end_time", "log_bytes")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Attempt(_message.Message):
     STARTED_TIME_FIELD_NUMBER: _ClassVar[int]
     FINALIZING_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     attempt_number: int
@@ -38,4 +39,5 @@ class Attempt(_message.Message):
     started_time: _timestamp_pb2.Timestamp
     finalizing_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., status: _Optional[str] = ..., resume_from_checkpoint: _Optional[bool] = ..., resume_step: _Optional[int] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., leased_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finalizing_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    log_bytes: int
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., status: _Optional[str] = ..., resume_from_checkpoint: _Optional[bool] = ..., resume_step: _Optional[int] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., leased_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finalizing_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., log_bytes: _Optional[int] = ...) -> None: ...

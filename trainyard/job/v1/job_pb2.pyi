@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Job(_message.Message):
-    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts", "cost_credits", "holding")
+    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts", "cost_micro_cents", "holding", "cost_credits")
     ID_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
@@ -52,9 +52,10 @@ class Job(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
-    COST_CREDITS_FIELD_NUMBER: _ClassVar[int]
+    COST_MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
     HOLDING_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
+    COST_CREDITS_FIELD_NUMBER: _ClassVar[int]
     id: str
     number: int
     project: str
@@ -95,9 +96,10 @@ class Job(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     artifacts: _containers.RepeatedCompositeFieldContainer[JobArtifact]
-    cost_credits: int
+    cost_micro_cents: int
     holding: Holding
-    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ..., cost_credits: _Optional[int] = ..., holding: _Optional[_Union[Holding, _Mapping]] = ..., **kwargs) -> None: ...
+    cost_credits: float
+    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ..., cost_micro_cents: _Optional[int] = ..., holding: _Optional[_Union[Holding, _Mapping]] = ..., cost_credits: _Optional[float] = ..., **kwargs) -> None: ...
 
 class Holding(_message.Message):
     __slots__ = ("device_seconds", "micro_cents")
@@ -108,14 +110,29 @@ class Holding(_message.Message):
     def __init__(self, device_seconds: _Optional[int] = ..., micro_cents: _Optional[int] = ...) -> None: ...
 
 class Dataset(_message.Message):
-    __slots__ = ("uri", "system_prompt", "tags")
+    __slots__ = ("uri", "system_prompt", "tags", "source", "resolved_revision", "source_sha256", "splits")
+    class SplitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     URI_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    SPLITS_FIELD_NUMBER: _ClassVar[int]
     uri: str
     system_prompt: str
     tags: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, uri: _Optional[str] = ..., system_prompt: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
+    source: str
+    resolved_revision: str
+    source_sha256: str
+    splits: _containers.ScalarMap[str, str]
+    def __init__(self, uri: _Optional[str] = ..., system_prompt: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., resolved_revision: _Optional[str] = ..., source_sha256: _Optional[str] = ..., splits: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Objective(_message.Message):
     __slots__ = ("loss", "loss_mask", "terms")

@@ -26,19 +26,30 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from trainyard.job.v1 import attempt_pb2 as trainyard_dot_job_dot_v1_dot_attempt__pb2
+from trainyard.job.v1 import data_source_pb2 as trainyard_dot_job_dot_v1_dot_data__source__pb2
 from trainyard.job.v1 import event_pb2 as trainyard_dot_job_dot_v1_dot_event__pb2
 from trainyard.job.v1 import job_pb2 as trainyard_dot_job_dot_v1_dot_job__pb2
 from trainyard.job.v1 import model_pb2 as trainyard_dot_job_dot_v1_dot_model__pb2
 from trainyard.job.v1 import publication_pb2 as trainyard_dot_job_dot_v1_dot_publication__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"trainyard/job/v1/job_service.proto\x12\x10trainyard.job.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1etrainyard/job/v1/attempt.proto\x1a\x1ctrainyard/job/v1/event.proto\x1a\x1atrainyard/job/v1/job.proto\x1a\x1ctrainyard/job/v1/model.proto\x1a\"trainyard/job/v1/publication.proto\"]\n\x10\x43reateJobRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"F\n\rGetJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\nidentifier\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\"Y\n\x0fListJobsRequest\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"d\n\x10ListJobsResponse\x12#\n\x04jobs\x18\x01 \x03(\x0b\x32\x15.trainyard.job.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"$\n\x10\x43\x61ncelJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\\\n\x0fRetryJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x1e\n\x16resume_from_checkpoint\x18\x03 \x01(\x08\"b\n\x10RetryJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12*\n\x07\x61ttempt\x18\x02 \x01(\x0b\x32\x19.trainyard.job.v1.Attempt\"j\n\x11PublishJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12&\n\x05route\x18\x04 \x01(\x0b\x32\x17.trainyard.job.v1.Route\"X\n\x14ListJobEventsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x05\x12\x0c\n\x04wait\x18\x03 \x01(\x05\x12\x11\n\tpage_size\x18\x04 \x01(\x05\"g\n\x15ListJobEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.trainyard.job.v1.JobEvent\x12\x12\n\nnext_after\x18\x02 \x01(\x05\x12\x0e\n\x06status\x18\x03 \x01(\t\"2\n\x0fWatchJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x05\"t\n\x10WatchJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1a.trainyard.job.v1.JobEvent\x12\x11\n\tcaught_up\x18\x03 \x01(\x08\"`\n\x15ListJobMetricsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05names\x18\x02 \x03(\t\x12\x12\n\nafter_step\x18\x03 \x01(\x05\x12\x12\n\nmax_points\x18\x04 \x01(\x05\"\\\n\x16ListJobMetricsResponse\x12.\n\x06series\x18\x01 \x03(\x0b\x32\x1e.trainyard.job.v1.MetricSeries\x12\x12\n\nnext_after\x18\x02 \x01(\x05\"*\n\x16ListJobAttemptsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"F\n\x17ListJobAttemptsResponse\x12+\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x19.trainyard.job.v1.Attempt\"l\n\x1aListJobDatasetItemsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06offset\x18\x02 \x01(\x05\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06search\x18\x04 \x01(\t\x12\r\n\x05split\x18\x05 \x01(\t\"\xeb\x01\n\x1bListJobDatasetItemsResponse\x12,\n\x05items\x18\x01 \x03(\x0b\x32\x1d.trainyard.job.v1.DatasetItem\x12\x12\n\x05total\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06offset\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x10\n\x08has_more\x18\x05 \x01(\x08\x12\x18\n\x0bnext_offset\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12\x16\n\x0esearch_applied\x18\x07 \x01(\x08\x12\r\n\x05split\x18\x08 \x01(\tB\x08\n\x06_totalB\x0e\n\x0c_next_offset\"@\n\x18GetJobDatasetItemRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04item\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x13\n\x11ListModelsRequest\"A\n\x12ListModelsResponse\x12+\n\x06models\x18\x01 \x03(\x0b\x32\x1b.trainyard.job.v1.BaseModel\"_\n\x12\x45stimateJobRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa2\x02\n\x13\x45stimateJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12/\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1e.trainyard.job.v1.DatasetStats\x12\x41\n\x13\x64uration_components\x18\x03 \x01(\x0b\x32$.trainyard.job.v1.DurationComponents\x12\x10\n\x08\x61\x64mitted\x18\x04 \x01(\x08\x12)\n\x08\x65xpected\x18\x05 \x01(\x0b\x32\x17.trainyard.job.v1.Price\x12\x36\n\x15\x61uthorization_ceiling\x18\x06 \x01(\x0b\x32\x17.trainyard.job.v1.Price\"\x90\x01\n\x0c\x44\x61tasetStats\x12\x16\n\x0eselected_chats\x18\x01 \x01(\x05\x12\x19\n\x11selected_messages\x18\x02 \x01(\x05\x12\x17\n\x0ftrainable_chats\x18\x03 \x01(\x05\x12\x1e\n\x16nonempty_text_messages\x18\x04 \x01(\x05\x12\x14\n\x0cis_trainable\x18\x05 \x01(\x08\"\x9c\x01\n\x12\x44urationComponents\x12\x18\n\x10workload_seconds\x18\x01 \x01(\x01\x12)\n!post_processing_tolerance_seconds\x18\x02 \x01(\x01\x12 \n\x18projected_active_seconds\x18\x03 \x01(\x01\x12\x1f\n\x17\x65xecution_limit_seconds\x18\x04 \x01(\x01\"4\n\x05Price\x12\x16\n\x0e\x64\x65vice_seconds\x18\x01 \x01(\x01\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\"(\n\x14ListPublishedRequest\x12\x10\n\x08revision\x18\x01 \x01(\t\"g\n\x15ListPublishedResponse\x12\x10\n\x08revision\x18\x01 \x01(\t\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\x12+\n\x04\x64\x61ta\x18\x03 \x03(\x0b\x32\x1d.trainyard.job.v1.Publication2\xf0\x0e\n\nJobService\x12\x64\n\tCreateJob\x12\".trainyard.job.v1.CreateJobRequest\x1a\x15.trainyard.job.v1.Job\"\x1c\x82\xd3\xe4\x93\x02\x16\"\x0e/v1/train/jobs:\x04\x62ody\x12`\n\x06GetJob\x12\x1f.trainyard.job.v1.GetJobRequest\x1a\x15.trainyard.job.v1.Job\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/jobs/{id}\x12l\n\x08ListJobs\x12!.trainyard.job.v1.ListJobsRequest\x1a\".trainyard.job.v1.ListJobsResponse\"\x19\x90\x02\x01\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/train/jobs\x12m\n\tCancelJob\x12\".trainyard.job.v1.CancelJobRequest\x1a\x15.trainyard.job.v1.Job\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1/train/jobs/{id}/cancel:\x01*\x12w\n\x08RetryJob\x12!.trainyard.job.v1.RetryJobRequest\x1a\".trainyard.job.v1.RetryJobResponse\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/train/jobs/{id}/retry:\x01*\x12x\n\nPublishJob\x12#.trainyard.job.v1.PublishJobRequest\x1a\x1d.trainyard.job.v1.Publication\"&\x82\xd3\xe4\x93\x02 \"\x1b/v1/train/jobs/{id}/publish:\x01*\x12\x87\x01\n\rListJobEvents\x12&.trainyard.job.v1.ListJobEventsRequest\x1a\'.trainyard.job.v1.ListJobEventsResponse\"%\x90\x02\x01\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/train/jobs/{id}/events\x12y\n\x08WatchJob\x12!.trainyard.job.v1.WatchJobRequest\x1a\".trainyard.job.v1.WatchJobResponse\"$\x90\x02\x01\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/train/jobs/{id}/watch0\x01\x12\x8b\x01\n\x0eListJobMetrics\x12\'.trainyard.job.v1.ListJobMetricsRequest\x1a(.trainyard.job.v1.ListJobMetricsResponse\"&\x90\x02\x01\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/train/jobs/{id}/metrics\x12\x8f\x01\n\x0fListJobAttempts\x12(.trainyard.job.v1.ListJobAttemptsRequest\x1a).trainyard.job.v1.ListJobAttemptsResponse\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/jobs/{id}/attempts\x12\x9a\x01\n\x13ListJobDatasetItems\x12,.trainyard.job.v1.ListJobDatasetItemsRequest\x1a-.trainyard.job.v1.ListJobDatasetItemsResponse\"&\x90\x02\x01\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/train/jobs/{id}/dataset\x12\x8d\x01\n\x11GetJobDatasetItem\x12*.trainyard.job.v1.GetJobDatasetItemRequest\x1a\x1d.trainyard.job.v1.DatasetItem\"-\x90\x02\x01\x82\xd3\xe4\x93\x02$\x12\"/v1/train/jobs/{id}/dataset/{item}\x12t\n\nListModels\x12#.trainyard.job.v1.ListModelsRequest\x1a$.trainyard.job.v1.ListModelsResponse\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/models\x12\x7f\n\x0b\x45stimateJob\x12$.trainyard.job.v1.EstimateJobRequest\x1a%.trainyard.job.v1.EstimateJobResponse\"#\x90\x02\x01\x82\xd3\xe4\x93\x02\x1a\"\x12/v1/train/estimate:\x04\x62ody\x12\x80\x01\n\rListPublished\x12&.trainyard.job.v1.ListPublishedRequest\x1a\'.trainyard.job.v1.ListPublishedResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/publishedb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"trainyard/job/v1/job_service.proto\x12\x10trainyard.job.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1etrainyard/job/v1/attempt.proto\x1a\"trainyard/job/v1/data_source.proto\x1a\x1ctrainyard/job/v1/event.proto\x1a\x1atrainyard/job/v1/job.proto\x1a\x1ctrainyard/job/v1/model.proto\x1a\"trainyard/job/v1/publication.proto\"\xba\x01\n\x17\x43reateDataSourceRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08\x65ndpoint\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06region\x18\x03 \x01(\t\x12\x1b\n\raccess_key_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1f\n\x11secret_access_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x18\n\x16ListDataSourcesRequest\"M\n\x17ListDataSourcesResponse\x12\x32\n\x0c\x64\x61ta_sources\x18\x01 \x03(\x0b\x32\x1c.trainyard.job.v1.DataSource\"-\n\x17\x44\x65leteDataSourceRequest\x12\x12\n\x04name\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"9\n\x18\x44\x65leteDataSourceResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\"]\n\x10\x43reateJobRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"F\n\rGetJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\nidentifier\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\"Y\n\x0fListJobsRequest\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"d\n\x10ListJobsResponse\x12#\n\x04jobs\x18\x01 \x03(\x0b\x32\x15.trainyard.job.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\"K\n\x10\x43\x61ncelJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x83\x01\n\x0fRetryJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\x12\x1e\n\x16resume_from_checkpoint\x18\x03 \x01(\x08\x12%\n\x04\x62ody\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"b\n\x10RetryJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12*\n\x07\x61ttempt\x18\x02 \x01(\x0b\x32\x19.trainyard.job.v1.Attempt\"\x91\x01\n\x11PublishJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12&\n\x05route\x18\x04 \x01(\x0b\x32\x17.trainyard.job.v1.Route\x12%\n\x04\x62ody\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"X\n\x14ListJobEventsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x05\x12\x0c\n\x04wait\x18\x03 \x01(\x05\x12\x11\n\tpage_size\x18\x04 \x01(\x05\"g\n\x15ListJobEventsResponse\x12*\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1a.trainyard.job.v1.JobEvent\x12\x12\n\nnext_after\x18\x02 \x01(\x05\x12\x0e\n\x06status\x18\x03 \x01(\t\"2\n\x0fWatchJobRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x05\"t\n\x10WatchJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12)\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1a.trainyard.job.v1.JobEvent\x12\x11\n\tcaught_up\x18\x03 \x01(\x08\"`\n\x15ListJobMetricsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\r\n\x05names\x18\x02 \x03(\t\x12\x12\n\nafter_step\x18\x03 \x01(\x05\x12\x12\n\nmax_points\x18\x04 \x01(\x05\"\\\n\x16ListJobMetricsResponse\x12.\n\x06series\x18\x01 \x03(\x0b\x32\x1e.trainyard.job.v1.MetricSeries\x12\x12\n\nnext_after\x18\x02 \x01(\x05\"*\n\x16ListJobAttemptsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"F\n\x17ListJobAttemptsResponse\x12+\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x19.trainyard.job.v1.Attempt\"\xd1\x01\n\x14GetAttemptLogRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07\x61ttempt\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\ntail_lines\x18\x03 \x01(\x05\x12\x13\n\x06offset\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x13\n\x0blimit_bytes\x18\x05 \x01(\x05\x12\x17\n\nstart_line\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12\x11\n\tmax_lines\x18\x07 \x01(\x05\x12\x0c\n\x04wait\x18\x08 \x01(\x05\x42\t\n\x07_offsetB\r\n\x0b_start_line\"\xba\x01\n\nAttemptLog\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x16\n\x0e\x61ttempt_number\x18\x02 \x01(\x05\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12\x0e\n\x06offset\x18\x05 \x01(\x05\x12\x13\n\x0bnext_offset\x18\x06 \x01(\x05\x12\x12\n\nfirst_line\x18\x07 \x01(\x05\x12\x0c\n\x04size\x18\x08 \x01(\x05\x12\r\n\x05start\x18\t \x01(\x05\x12\x10\n\x08\x63omplete\x18\n \x01(\x08\"l\n\x1aListJobDatasetItemsRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x0e\n\x06offset\x18\x02 \x01(\x05\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06search\x18\x04 \x01(\t\x12\r\n\x05split\x18\x05 \x01(\t\"\xeb\x01\n\x1bListJobDatasetItemsResponse\x12,\n\x05items\x18\x01 \x03(\x0b\x32\x1d.trainyard.job.v1.DatasetItem\x12\x12\n\x05total\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06offset\x18\x03 \x01(\x05\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x10\n\x08has_more\x18\x05 \x01(\x08\x12\x18\n\x0bnext_offset\x18\x06 \x01(\x05H\x01\x88\x01\x01\x12\x16\n\x0esearch_applied\x18\x07 \x01(\x08\x12\r\n\x05split\x18\x08 \x01(\tB\x08\n\x06_totalB\x0e\n\x0c_next_offset\"@\n\x18GetJobDatasetItemRequest\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04item\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x13\n\x11ListModelsRequest\"A\n\x12ListModelsResponse\x12+\n\x06models\x18\x01 \x03(\x0b\x32\x1b.trainyard.job.v1.BaseModel\"_\n\x12\x45stimateJobRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12%\n\x04\x62ody\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xb8\x02\n\x13\x45stimateJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.trainyard.job.v1.Job\x12/\n\x07\x64\x61taset\x18\x02 \x01(\x0b\x32\x1e.trainyard.job.v1.DatasetStats\x12\x41\n\x13\x64uration_components\x18\x03 \x01(\x0b\x32$.trainyard.job.v1.DurationComponents\x12\x10\n\x08\x61\x64mitted\x18\x04 \x01(\x08\x12)\n\x08\x65xpected\x18\x05 \x01(\x0b\x32\x17.trainyard.job.v1.Price\x12\x36\n\x15\x61uthorization_ceiling\x18\x06 \x01(\x0b\x32\x17.trainyard.job.v1.Price\x12\x14\n\x0c\x64\x65vice_class\x18\x07 \x01(\t\"\xa1\x01\n\x0c\x44\x61tasetStats\x12\x16\n\x0eselected_chats\x18\x01 \x01(\x05\x12\x19\n\x11selected_messages\x18\x02 \x01(\x05\x12\x17\n\x0ftrainable_chats\x18\x03 \x01(\x05\x12\x1e\n\x16nonempty_text_messages\x18\x04 \x01(\x05\x12\x14\n\x0cis_trainable\x18\x05 \x01(\x08\x12\x0f\n\x07reasons\x18\x06 \x03(\t\"\x9c\x01\n\x12\x44urationComponents\x12\x18\n\x10workload_seconds\x18\x01 \x01(\x01\x12)\n!post_processing_tolerance_seconds\x18\x02 \x01(\x01\x12 \n\x18projected_active_seconds\x18\x03 \x01(\x01\x12\x1f\n\x17\x65xecution_limit_seconds\x18\x04 \x01(\x01\"4\n\x05Price\x12\x16\n\x0e\x64\x65vice_seconds\x18\x01 \x01(\x01\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\"(\n\x14ListPublishedRequest\x12\x10\n\x08revision\x18\x01 \x01(\t\"g\n\x15ListPublishedResponse\x12\x10\n\x08revision\x18\x01 \x01(\t\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\x12+\n\x04\x64\x61ta\x18\x03 \x03(\x0b\x32\x1d.trainyard.job.v1.Publication2\xaf\x13\n\nJobService\x12\x64\n\tCreateJob\x12\".trainyard.job.v1.CreateJobRequest\x1a\x15.trainyard.job.v1.Job\"\x1c\x82\xd3\xe4\x93\x02\x16\"\x0e/v1/train/jobs:\x04\x62ody\x12`\n\x06GetJob\x12\x1f.trainyard.job.v1.GetJobRequest\x1a\x15.trainyard.job.v1.Job\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/jobs/{id}\x12l\n\x08ListJobs\x12!.trainyard.job.v1.ListJobsRequest\x1a\".trainyard.job.v1.ListJobsResponse\"\x19\x90\x02\x01\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/train/jobs\x12p\n\tCancelJob\x12\".trainyard.job.v1.CancelJobRequest\x1a\x15.trainyard.job.v1.Job\"(\x82\xd3\xe4\x93\x02\"\"\x1a/v1/train/jobs/{id}/cancel:\x04\x62ody\x12z\n\x08RetryJob\x12!.trainyard.job.v1.RetryJobRequest\x1a\".trainyard.job.v1.RetryJobResponse\"\'\x82\xd3\xe4\x93\x02!\"\x19/v1/train/jobs/{id}/retry:\x04\x62ody\x12{\n\nPublishJob\x12#.trainyard.job.v1.PublishJobRequest\x1a\x1d.trainyard.job.v1.Publication\")\x82\xd3\xe4\x93\x02#\"\x1b/v1/train/jobs/{id}/publish:\x04\x62ody\x12\x87\x01\n\rListJobEvents\x12&.trainyard.job.v1.ListJobEventsRequest\x1a\'.trainyard.job.v1.ListJobEventsResponse\"%\x90\x02\x01\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/train/jobs/{id}/events\x12y\n\x08WatchJob\x12!.trainyard.job.v1.WatchJobRequest\x1a\".trainyard.job.v1.WatchJobResponse\"$\x90\x02\x01\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/train/jobs/{id}/watch0\x01\x12\x8b\x01\n\x0eListJobMetrics\x12\'.trainyard.job.v1.ListJobMetricsRequest\x1a(.trainyard.job.v1.ListJobMetricsResponse\"&\x90\x02\x01\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/train/jobs/{id}/metrics\x12\x8f\x01\n\x0fListJobAttempts\x12(.trainyard.job.v1.ListJobAttemptsRequest\x1a).trainyard.job.v1.ListJobAttemptsResponse\"\'\x90\x02\x01\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/train/jobs/{id}/attempts\x12\x8d\x01\n\rGetAttemptLog\x12&.trainyard.job.v1.GetAttemptLogRequest\x1a\x1c.trainyard.job.v1.AttemptLog\"6\x90\x02\x01\x82\xd3\xe4\x93\x02-\x12+/v1/train/jobs/{id}/attempts/{attempt}/logs\x12\x9a\x01\n\x13ListJobDatasetItems\x12,.trainyard.job.v1.ListJobDatasetItemsRequest\x1a-.trainyard.job.v1.ListJobDatasetItemsResponse\"&\x90\x02\x01\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/train/jobs/{id}/dataset\x12\x8d\x01\n\x11GetJobDatasetItem\x12*.trainyard.job.v1.GetJobDatasetItemRequest\x1a\x1d.trainyard.job.v1.DatasetItem\"-\x90\x02\x01\x82\xd3\xe4\x93\x02$\x12\"/v1/train/jobs/{id}/dataset/{item}\x12t\n\nListModels\x12#.trainyard.job.v1.ListModelsRequest\x1a$.trainyard.job.v1.ListModelsResponse\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/models\x12\x7f\n\x0b\x45stimateJob\x12$.trainyard.job.v1.EstimateJobRequest\x1a%.trainyard.job.v1.EstimateJobResponse\"#\x90\x02\x01\x82\xd3\xe4\x93\x02\x1a\"\x12/v1/train/estimate:\x04\x62ody\x12\x80\x01\n\rListPublished\x12&.trainyard.job.v1.ListPublishedRequest\x1a\'.trainyard.job.v1.ListPublishedResponse\"\x1e\x90\x02\x01\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/train/published\x12\x81\x01\n\x10\x43reateDataSource\x12).trainyard.job.v1.CreateDataSourceRequest\x1a\x1c.trainyard.job.v1.DataSource\"$\x82\xd3\xe4\x93\x02\x1e\"\x16/v1/train/data-sources:\x04\x62ody\x12\x89\x01\n\x0fListDataSources\x12(.trainyard.job.v1.ListDataSourcesRequest\x1a).trainyard.job.v1.ListDataSourcesResponse\"!\x90\x02\x01\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/train/data-sources\x12\x93\x01\n\x10\x44\x65leteDataSource\x12).trainyard.job.v1.DeleteDataSourceRequest\x1a*.trainyard.job.v1.DeleteDataSourceResponse\"(\x90\x02\x02\x82\xd3\xe4\x93\x02\x1f*\x1d/v1/train/data-sources/{name}b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trainyard.job.v1.job_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['endpoint']._loaded_options = None
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['endpoint']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['access_key_id']._loaded_options = None
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['access_key_id']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['secret_access_key']._loaded_options = None
+  _globals['_CREATEDATASOURCEREQUEST'].fields_by_name['secret_access_key']._serialized_options = b'\342A\001\002'
+  _globals['_DELETEDATASOURCEREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_DELETEDATASOURCEREQUEST'].fields_by_name['name']._serialized_options = b'\342A\001\002'
   _globals['_GETJOBREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_GETJOBREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_CANCELJOBREQUEST'].fields_by_name['id']._loaded_options = None
@@ -55,6 +66,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTJOBMETRICSREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_LISTJOBATTEMPTSREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_LISTJOBATTEMPTSREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_GETATTEMPTLOGREQUEST'].fields_by_name['id']._loaded_options = None
+  _globals['_GETATTEMPTLOGREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
+  _globals['_GETATTEMPTLOGREQUEST'].fields_by_name['attempt']._loaded_options = None
+  _globals['_GETATTEMPTLOGREQUEST'].fields_by_name['attempt']._serialized_options = b'\342A\001\002'
   _globals['_LISTJOBDATASETITEMSREQUEST'].fields_by_name['id']._loaded_options = None
   _globals['_LISTJOBDATASETITEMSREQUEST'].fields_by_name['id']._serialized_options = b'\342A\001\002'
   _globals['_GETJOBDATASETITEMREQUEST'].fields_by_name['id']._loaded_options = None
@@ -68,11 +83,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSERVICE'].methods_by_name['ListJobs']._loaded_options = None
   _globals['_JOBSERVICE'].methods_by_name['ListJobs']._serialized_options = b'\220\002\001\202\323\344\223\002\020\022\016/v1/train/jobs'
   _globals['_JOBSERVICE'].methods_by_name['CancelJob']._loaded_options = None
-  _globals['_JOBSERVICE'].methods_by_name['CancelJob']._serialized_options = b'\202\323\344\223\002\037\"\032/v1/train/jobs/{id}/cancel:\001*'
+  _globals['_JOBSERVICE'].methods_by_name['CancelJob']._serialized_options = b'\202\323\344\223\002\"\"\032/v1/train/jobs/{id}/cancel:\004body'
   _globals['_JOBSERVICE'].methods_by_name['RetryJob']._loaded_options = None
-  _globals['_JOBSERVICE'].methods_by_name['RetryJob']._serialized_options = b'\202\323\344\223\002\036\"\031/v1/train/jobs/{id}/retry:\001*'
+  _globals['_JOBSERVICE'].methods_by_name['RetryJob']._serialized_options = b'\202\323\344\223\002!\"\031/v1/train/jobs/{id}/retry:\004body'
   _globals['_JOBSERVICE'].methods_by_name['PublishJob']._loaded_options = None
-  _globals['_JOBSERVICE'].methods_by_name['PublishJob']._serialized_options = b'\202\323\344\223\002 \"\033/v1/train/jobs/{id}/publish:\001*'
+  _globals['_JOBSERVICE'].methods_by_name['PublishJob']._serialized_options = b'\202\323\344\223\002#\"\033/v1/train/jobs/{id}/publish:\004body'
   _globals['_JOBSERVICE'].methods_by_name['ListJobEvents']._loaded_options = None
   _globals['_JOBSERVICE'].methods_by_name['ListJobEvents']._serialized_options = b'\220\002\001\202\323\344\223\002\034\022\032/v1/train/jobs/{id}/events'
   _globals['_JOBSERVICE'].methods_by_name['WatchJob']._loaded_options = None
@@ -81,6 +96,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSERVICE'].methods_by_name['ListJobMetrics']._serialized_options = b'\220\002\001\202\323\344\223\002\035\022\033/v1/train/jobs/{id}/metrics'
   _globals['_JOBSERVICE'].methods_by_name['ListJobAttempts']._loaded_options = None
   _globals['_JOBSERVICE'].methods_by_name['ListJobAttempts']._serialized_options = b'\220\002\001\202\323\344\223\002\036\022\034/v1/train/jobs/{id}/attempts'
+  _globals['_JOBSERVICE'].methods_by_name['GetAttemptLog']._loaded_options = None
+  _globals['_JOBSERVICE'].methods_by_name['GetAttemptLog']._serialized_options = b'\220\002\001\202\323\344\223\002-\022+/v1/train/jobs/{id}/attempts/{attempt}/logs'
   _globals['_JOBSERVICE'].methods_by_name['ListJobDatasetItems']._loaded_options = None
   _globals['_JOBSERVICE'].methods_by_name['ListJobDatasetItems']._serialized_options = b'\220\002\001\202\323\344\223\002\035\022\033/v1/train/jobs/{id}/dataset'
   _globals['_JOBSERVICE'].methods_by_name['GetJobDatasetItem']._loaded_options = None
@@ -91,62 +108,82 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOBSERVICE'].methods_by_name['EstimateJob']._serialized_options = b'\220\002\001\202\323\344\223\002\032\"\022/v1/train/estimate:\004body'
   _globals['_JOBSERVICE'].methods_by_name['ListPublished']._loaded_options = None
   _globals['_JOBSERVICE'].methods_by_name['ListPublished']._serialized_options = b'\220\002\001\202\323\344\223\002\025\022\023/v1/train/published'
-  _globals['_CREATEJOBREQUEST']._serialized_start=305
-  _globals['_CREATEJOBREQUEST']._serialized_end=398
-  _globals['_GETJOBREQUEST']._serialized_start=400
-  _globals['_GETJOBREQUEST']._serialized_end=470
-  _globals['_LISTJOBSREQUEST']._serialized_start=472
-  _globals['_LISTJOBSREQUEST']._serialized_end=561
-  _globals['_LISTJOBSRESPONSE']._serialized_start=563
-  _globals['_LISTJOBSRESPONSE']._serialized_end=663
-  _globals['_CANCELJOBREQUEST']._serialized_start=665
-  _globals['_CANCELJOBREQUEST']._serialized_end=701
-  _globals['_RETRYJOBREQUEST']._serialized_start=703
-  _globals['_RETRYJOBREQUEST']._serialized_end=795
-  _globals['_RETRYJOBRESPONSE']._serialized_start=797
-  _globals['_RETRYJOBRESPONSE']._serialized_end=895
-  _globals['_PUBLISHJOBREQUEST']._serialized_start=897
-  _globals['_PUBLISHJOBREQUEST']._serialized_end=1003
-  _globals['_LISTJOBEVENTSREQUEST']._serialized_start=1005
-  _globals['_LISTJOBEVENTSREQUEST']._serialized_end=1093
-  _globals['_LISTJOBEVENTSRESPONSE']._serialized_start=1095
-  _globals['_LISTJOBEVENTSRESPONSE']._serialized_end=1198
-  _globals['_WATCHJOBREQUEST']._serialized_start=1200
-  _globals['_WATCHJOBREQUEST']._serialized_end=1250
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1252
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1368
-  _globals['_LISTJOBMETRICSREQUEST']._serialized_start=1370
-  _globals['_LISTJOBMETRICSREQUEST']._serialized_end=1466
-  _globals['_LISTJOBMETRICSRESPONSE']._serialized_start=1468
-  _globals['_LISTJOBMETRICSRESPONSE']._serialized_end=1560
-  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_start=1562
-  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_end=1604
-  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_start=1606
-  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_end=1676
-  _globals['_LISTJOBDATASETITEMSREQUEST']._serialized_start=1678
-  _globals['_LISTJOBDATASETITEMSREQUEST']._serialized_end=1786
-  _globals['_LISTJOBDATASETITEMSRESPONSE']._serialized_start=1789
-  _globals['_LISTJOBDATASETITEMSRESPONSE']._serialized_end=2024
-  _globals['_GETJOBDATASETITEMREQUEST']._serialized_start=2026
-  _globals['_GETJOBDATASETITEMREQUEST']._serialized_end=2090
-  _globals['_LISTMODELSREQUEST']._serialized_start=2092
-  _globals['_LISTMODELSREQUEST']._serialized_end=2111
-  _globals['_LISTMODELSRESPONSE']._serialized_start=2113
-  _globals['_LISTMODELSRESPONSE']._serialized_end=2178
-  _globals['_ESTIMATEJOBREQUEST']._serialized_start=2180
-  _globals['_ESTIMATEJOBREQUEST']._serialized_end=2275
-  _globals['_ESTIMATEJOBRESPONSE']._serialized_start=2278
-  _globals['_ESTIMATEJOBRESPONSE']._serialized_end=2568
-  _globals['_DATASETSTATS']._serialized_start=2571
-  _globals['_DATASETSTATS']._serialized_end=2715
-  _globals['_DURATIONCOMPONENTS']._serialized_start=2718
-  _globals['_DURATIONCOMPONENTS']._serialized_end=2874
-  _globals['_PRICE']._serialized_start=2876
-  _globals['_PRICE']._serialized_end=2928
-  _globals['_LISTPUBLISHEDREQUEST']._serialized_start=2930
-  _globals['_LISTPUBLISHEDREQUEST']._serialized_end=2970
-  _globals['_LISTPUBLISHEDRESPONSE']._serialized_start=2972
-  _globals['_LISTPUBLISHEDRESPONSE']._serialized_end=3075
-  _globals['_JOBSERVICE']._serialized_start=3078
-  _globals['_JOBSERVICE']._serialized_end=4982
+  _globals['_JOBSERVICE'].methods_by_name['CreateDataSource']._loaded_options = None
+  _globals['_JOBSERVICE'].methods_by_name['CreateDataSource']._serialized_options = b'\202\323\344\223\002\036\"\026/v1/train/data-sources:\004body'
+  _globals['_JOBSERVICE'].methods_by_name['ListDataSources']._loaded_options = None
+  _globals['_JOBSERVICE'].methods_by_name['ListDataSources']._serialized_options = b'\220\002\001\202\323\344\223\002\030\022\026/v1/train/data-sources'
+  _globals['_JOBSERVICE'].methods_by_name['DeleteDataSource']._loaded_options = None
+  _globals['_JOBSERVICE'].methods_by_name['DeleteDataSource']._serialized_options = b'\220\002\002\202\323\344\223\002\037*\035/v1/train/data-sources/{name}'
+  _globals['_CREATEDATASOURCEREQUEST']._serialized_start=342
+  _globals['_CREATEDATASOURCEREQUEST']._serialized_end=528
+  _globals['_LISTDATASOURCESREQUEST']._serialized_start=530
+  _globals['_LISTDATASOURCESREQUEST']._serialized_end=554
+  _globals['_LISTDATASOURCESRESPONSE']._serialized_start=556
+  _globals['_LISTDATASOURCESRESPONSE']._serialized_end=633
+  _globals['_DELETEDATASOURCEREQUEST']._serialized_start=635
+  _globals['_DELETEDATASOURCEREQUEST']._serialized_end=680
+  _globals['_DELETEDATASOURCERESPONSE']._serialized_start=682
+  _globals['_DELETEDATASOURCERESPONSE']._serialized_end=739
+  _globals['_CREATEJOBREQUEST']._serialized_start=741
+  _globals['_CREATEJOBREQUEST']._serialized_end=834
+  _globals['_GETJOBREQUEST']._serialized_start=836
+  _globals['_GETJOBREQUEST']._serialized_end=906
+  _globals['_LISTJOBSREQUEST']._serialized_start=908
+  _globals['_LISTJOBSREQUEST']._serialized_end=997
+  _globals['_LISTJOBSRESPONSE']._serialized_start=999
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1099
+  _globals['_CANCELJOBREQUEST']._serialized_start=1101
+  _globals['_CANCELJOBREQUEST']._serialized_end=1176
+  _globals['_RETRYJOBREQUEST']._serialized_start=1179
+  _globals['_RETRYJOBREQUEST']._serialized_end=1310
+  _globals['_RETRYJOBRESPONSE']._serialized_start=1312
+  _globals['_RETRYJOBRESPONSE']._serialized_end=1410
+  _globals['_PUBLISHJOBREQUEST']._serialized_start=1413
+  _globals['_PUBLISHJOBREQUEST']._serialized_end=1558
+  _globals['_LISTJOBEVENTSREQUEST']._serialized_start=1560
+  _globals['_LISTJOBEVENTSREQUEST']._serialized_end=1648
+  _globals['_LISTJOBEVENTSRESPONSE']._serialized_start=1650
+  _globals['_LISTJOBEVENTSRESPONSE']._serialized_end=1753
+  _globals['_WATCHJOBREQUEST']._serialized_start=1755
+  _globals['_WATCHJOBREQUEST']._serialized_end=1805
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1807
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1923
+  _globals['_LISTJOBMETRICSREQUEST']._serialized_start=1925
+  _globals['_LISTJOBMETRICSREQUEST']._serialized_end=2021
+  _globals['_LISTJOBMETRICSRESPONSE']._serialized_start=2023
+  _globals['_LISTJOBMETRICSRESPONSE']._serialized_end=2115
+  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_start=2117
+  _globals['_LISTJOBATTEMPTSREQUEST']._serialized_end=2159
+  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_start=2161
+  _globals['_LISTJOBATTEMPTSRESPONSE']._serialized_end=2231
+  _globals['_GETATTEMPTLOGREQUEST']._serialized_start=2234
+  _globals['_GETATTEMPTLOGREQUEST']._serialized_end=2443
+  _globals['_ATTEMPTLOG']._serialized_start=2446
+  _globals['_ATTEMPTLOG']._serialized_end=2632
+  _globals['_LISTJOBDATASETITEMSREQUEST']._serialized_start=2634
+  _globals['_LISTJOBDATASETITEMSREQUEST']._serialized_end=2742
+  _globals['_LISTJOBDATASETITEMSRESPONSE']._serialized_start=2745
+  _globals['_LISTJOBDATASETITEMSRESPONSE']._serialized_end=2980
+  _globals['_GETJOBDATASETITEMREQUEST']._serialized_start=2982
+  _globals['_GETJOBDATASETITEMREQUEST']._serialized_end=3046
+  _globals['_LISTMODELSREQUEST']._serialized_start=3048
+  _globals['_LISTMODELSREQUEST']._serialized_end=3067
+  _globals['_LISTMODELSRESPONSE']._serialized_start=3069
+  _globals['_LISTMODELSRESPONSE']._serialized_end=3134
+  _globals['_ESTIMATEJOBREQUEST']._serialized_start=3136
+  _globals['_ESTIMATEJOBREQUEST']._serialized_end=3231
+  _globals['_ESTIMATEJOBRESPONSE']._serialized_start=3234
+  _globals['_ESTIMATEJOBRESPONSE']._serialized_end=3546
+  _globals['_DATASETSTATS']._serialized_start=3549
+  _globals['_DATASETSTATS']._serialized_end=3710
+  _globals['_DURATIONCOMPONENTS']._serialized_start=3713
+  _globals['_DURATIONCOMPONENTS']._serialized_end=3869
+  _globals['_PRICE']._serialized_start=3871
+  _globals['_PRICE']._serialized_end=3923
+  _globals['_LISTPUBLISHEDREQUEST']._serialized_start=3925
+  _globals['_LISTPUBLISHEDREQUEST']._serialized_end=3965
+  _globals['_LISTPUBLISHEDRESPONSE']._serialized_start=3967
+  _globals['_LISTPUBLISHEDRESPONSE']._serialized_end=4070
+  _globals['_JOBSERVICE']._serialized_start=4073
+  _globals['_JOBSERVICE']._serialized_end=6552
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from trainyard.job.v1 import attempt_pb2 as _attempt_pb2
+from trainyard.job.v1 import data_source_pb2 as _data_source_pb2
 from trainyard.job.v1 import event_pb2 as _event_pb2
 from trainyard.job.v1 import job_pb2 as _job_pb2
 from trainyard.job.v1 import model_pb2 as _model_pb2
@@ -13,6 +14,46 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateDataSourceRequest(_message.Message):
+    __slots__ = ("name", "endpoint", "region", "access_key_id", "secret_access_key", "body")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    SECRET_ACCESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    endpoint: str
+    region: str
+    access_key_id: str
+    secret_access_key: str
+    body: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., endpoint: _Optional[str] = ..., region: _Optional[str] = ..., access_key_id: _Optional[str] = ..., secret_access_key: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ListDataSourcesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDataSourcesResponse(_message.Message):
+    __slots__ = ("data_sources",)
+    DATA_SOURCES_FIELD_NUMBER: _ClassVar[int]
+    data_sources: _containers.RepeatedCompositeFieldContainer[_data_source_pb2.DataSource]
+    def __init__(self, data_sources: _Optional[_Iterable[_Union[_data_source_pb2.DataSource, _Mapping]]] = ...) -> None: ...
+
+class DeleteDataSourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteDataSourceResponse(_message.Message):
+    __slots__ = ("name", "deleted")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    deleted: bool
+    def __init__(self, name: _Optional[str] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class CreateJobRequest(_message.Message):
     __slots__ = ("job", "body")
@@ -55,20 +96,24 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RetryJobRequest(_message.Message):
-    __slots__ = ("id", "idempotency_key", "resume_from_checkpoint")
+    __slots__ = ("id", "idempotency_key", "resume_from_checkpoint", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     RESUME_FROM_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
     idempotency_key: str
     resume_from_checkpoint: bool
-    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., resume_from_checkpoint: _Optional[bool] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., resume_from_checkpoint: _Optional[bool] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class RetryJobResponse(_message.Message):
     __slots__ = ("job", "attempt")
@@ -79,16 +124,18 @@ class RetryJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., attempt: _Optional[_Union[_attempt_pb2.Attempt, _Mapping]] = ...) -> None: ...
 
 class PublishJobRequest(_message.Message):
-    __slots__ = ("id", "name", "force", "route")
+    __slots__ = ("id", "name", "force", "route", "body")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
     ROUTE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     force: bool
     route: _publication_pb2.Route
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., force: _Optional[bool] = ..., route: _Optional[_Union[_publication_pb2.Route, _Mapping]] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., force: _Optional[bool] = ..., route: _Optional[_Union[_publication_pb2.Route, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListJobEventsRequest(_message.Message):
     __slots__ = ("id", "after", "wait", "page_size")
@@ -162,6 +209,50 @@ class ListJobAttemptsResponse(_message.Message):
     attempts: _containers.RepeatedCompositeFieldContainer[_attempt_pb2.Attempt]
     def __init__(self, attempts: _Optional[_Iterable[_Union[_attempt_pb2.Attempt, _Mapping]]] = ...) -> None: ...
 
+class GetAttemptLogRequest(_message.Message):
+    __slots__ = ("id", "attempt", "tail_lines", "offset", "limit_bytes", "start_line", "max_lines", "wait")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TAIL_LINES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    START_LINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_LINES_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    attempt: str
+    tail_lines: int
+    offset: int
+    limit_bytes: int
+    start_line: int
+    max_lines: int
+    wait: int
+    def __init__(self, id: _Optional[str] = ..., attempt: _Optional[str] = ..., tail_lines: _Optional[int] = ..., offset: _Optional[int] = ..., limit_bytes: _Optional[int] = ..., start_line: _Optional[int] = ..., max_lines: _Optional[int] = ..., wait: _Optional[int] = ...) -> None: ...
+
+class AttemptLog(_message.Message):
+    __slots__ = ("job_id", "attempt_number", "status", "text", "offset", "next_offset", "first_line", "size", "start", "complete")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FIRST_LINE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    attempt_number: int
+    status: str
+    text: str
+    offset: int
+    next_offset: int
+    first_line: int
+    size: int
+    start: int
+    complete: bool
+    def __init__(self, job_id: _Optional[str] = ..., attempt_number: _Optional[int] = ..., status: _Optional[str] = ..., text: _Optional[str] = ..., offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., first_line: _Optional[int] = ..., size: _Optional[int] = ..., start: _Optional[int] = ..., complete: _Optional[bool] = ...) -> None: ...
+
 class ListJobDatasetItemsRequest(_message.Message):
     __slots__ = ("id", "offset", "limit", "search", "split")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -223,34 +314,38 @@ class EstimateJobRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class EstimateJobResponse(_message.Message):
-    __slots__ = ("job", "dataset", "duration_components", "admitted", "expected", "authorization_ceiling")
+    __slots__ = ("job", "dataset", "duration_components", "admitted", "expected", "authorization_ceiling", "device_class")
     JOB_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DURATION_COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     ADMITTED_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_FIELD_NUMBER: _ClassVar[int]
     AUTHORIZATION_CEILING_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_CLASS_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     dataset: DatasetStats
     duration_components: DurationComponents
     admitted: bool
     expected: Price
     authorization_ceiling: Price
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., dataset: _Optional[_Union[DatasetStats, _Mapping]] = ..., duration_components: _Optional[_Union[DurationComponents, _Mapping]] = ..., admitted: _Optional[bool] = ..., expected: _Optional[_Union[Price, _Mapping]] = ..., authorization_ceiling: _Optional[_Union[Price, _Mapping]] = ...) -> None: ...
+    device_class: str
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., dataset: _Optional[_Union[DatasetStats, _Mapping]] = ..., duration_components: _Optional[_Union[DurationComponents, _Mapping]] = ..., admitted: _Optional[bool] = ..., expected: _Optional[_Union[Price, _Mapping]] = ..., authorization_ceiling: _Optional[_Union[Price, _Mapping]] = ..., device_class: _Optional[str] = ...) -> None: ...
 
 class DatasetStats(_message.Message):
-    __slots__ = ("selected_chats", "selected_messages", "trainable_chats", "nonempty_text_messages", "is_trainable")
+    __slots__ = ("selected_chats", "selected_messages", "trainable_chats", "nonempty_text_messages", "is_trainable", "reasons")
     SELECTED_CHATS_FIELD_NUMBER: _ClassVar[int]
     SELECTED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TRAINABLE_CHATS_FIELD_NUMBER: _ClassVar[int]
     NONEMPTY_TEXT_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     IS_TRAINABLE_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
     selected_chats: int
     selected_messages: int
     trainable_chats: int
     nonempty_text_messages: int
     is_trainable: bool
-    def __init__(self, selected_chats: _Optional[int] = ..., selected_messages: _Optional[int] = ..., trainable_chats: _Optional[int] = ..., nonempty_text_messages: _Optional[int] = ..., is_trainable: _Optional[bool] = ...) -> None: ...
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, selected_chats: _Optional[int] = ..., selected_messages: _Optional[int] = ..., trainable_chats: _Optional[int] = ..., nonempty_text_messages: _Optional[int] = ..., is_trainable: _Optional[bool] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DurationComponents(_message.Message):
     __slots__ = ("workload_seconds", "post_processing_tolerance_seconds", "projected_active_seconds", "execution_limit_seconds")

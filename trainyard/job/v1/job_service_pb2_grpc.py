@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from trainyard.job.v1 import data_source_pb2 as trainyard_dot_job_dot_v1_dot_data__source__pb2
 from trainyard.job.v1 import job_pb2 as trainyard_dot_job_dot_v1_dot_job__pb2
 from trainyard.job.v1 import job_service_pb2 as trainyard_dot_job_dot_v1_dot_job__service__pb2
 from trainyard.job.v1 import publication_pb2 as trainyard_dot_job_dot_v1_dot_publication__pb2
@@ -91,6 +92,11 @@ class JobServiceStub:
                 request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobAttemptsRequest.SerializeToString,
                 response_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobAttemptsResponse.FromString,
                 _registered_method=True)
+        self.GetAttemptLog = channel.unary_unary(
+                '/trainyard.job.v1.JobService/GetAttemptLog',
+                request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.GetAttemptLogRequest.SerializeToString,
+                response_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.AttemptLog.FromString,
+                _registered_method=True)
         self.ListJobDatasetItems = channel.unary_unary(
                 '/trainyard.job.v1.JobService/ListJobDatasetItems',
                 request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobDatasetItemsRequest.SerializeToString,
@@ -115,6 +121,21 @@ class JobServiceStub:
                 '/trainyard.job.v1.JobService/ListPublished',
                 request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedRequest.SerializeToString,
                 response_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedResponse.FromString,
+                _registered_method=True)
+        self.CreateDataSource = channel.unary_unary(
+                '/trainyard.job.v1.JobService/CreateDataSource',
+                request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.CreateDataSourceRequest.SerializeToString,
+                response_deserializer=trainyard_dot_job_dot_v1_dot_data__source__pb2.DataSource.FromString,
+                _registered_method=True)
+        self.ListDataSources = channel.unary_unary(
+                '/trainyard.job.v1.JobService/ListDataSources',
+                request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesRequest.SerializeToString,
+                response_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesResponse.FromString,
+                _registered_method=True)
+        self.DeleteDataSource = channel.unary_unary(
+                '/trainyard.job.v1.JobService/DeleteDataSource',
+                request_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceRequest.SerializeToString,
+                response_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceResponse.FromString,
                 _registered_method=True)
 
 
@@ -154,7 +175,7 @@ class JobServiceServicer:
     def CancelJob(self, request, context):
         """Cancels a job: at once from `queued` or `preparing`; cooperatively from
         `running` (the job becomes `cancelling` and the trainer saves what it
-        trained); a no-op from `cancelling` or `cancelled`; `JOB_FINALIZING` from
+        trained); a no-op from `cancelling` or `cancelled`; `TRAINING_JOB_FINALIZING` from
         `finalizing`; `INVALID_TRANSITION` from other terminal states.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -162,9 +183,10 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RetryJob(self, request, context):
-        """Starts a new attempt of a `succeeded`, `failed` or `cancelled` job with
-        the same frozen spec and dataset snapshot. The same idempotency key
-        returns the same attempt.
+        """Starts a new attempt of a `failed` or `cancelled` job with the same
+        frozen spec and dataset snapshot, as the fine-tune contract allows; any
+        other state, `succeeded` included, is `INVALID_TRANSITION` (409). The same
+        idempotency key returns the same attempt.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -208,6 +230,17 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAttemptLog(self, request, context):
+        """Reads an attempt's log: its trainer's standard output and error, whole,
+        as the executor captured them. By default the last 100 lines; `offset`
+        and `limit_bytes` read a byte range, `start_line` and `max_lines` a line
+        range, `tail_lines` the last lines; `wait` holds the answer until bytes
+        past `offset` arrive or the attempt ends (follow by long poll).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListJobDatasetItems(self, request, context):
         """Pages through the examples a job trained on, from its immutable snapshot.
         """
@@ -233,7 +266,9 @@ class JobServiceServicer:
     def EstimateJob(self, request, context):
         """Validates a job spec as a create would and answers its plan, its
         projected duration against the execution limit and its price, creating
-        nothing.
+        nothing. An empty or unusable dataset selection is answered, not refused:
+        `dataset.is_trainable` is false and `dataset.reasons` says why (a create
+        of the same spec refuses it, 422 on REST).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -241,6 +276,30 @@ class JobServiceServicer:
 
     def ListPublished(self, request, context):
         """Lists every org's published capabilities; the platform credential only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateDataSource(self, request, context):
+        """Registers an S3 endpoint and its credentials under a name the org's
+        `s3://` datasets use. A name already registered is `CONFLICT`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDataSources(self, request, context):
+        """Lists the org's data sources, by name; never their credentials.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteDataSource(self, request, context):
+        """Deletes a data source. Jobs already snapshotted keep the rows they read;
+        one not yet snapshotted fails its preparation (`source_deleted`), and a
+        later create naming it is refused. Repeating it is a no-op.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -299,6 +358,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobAttemptsRequest.FromString,
                     response_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobAttemptsResponse.SerializeToString,
             ),
+            'GetAttemptLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAttemptLog,
+                    request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.GetAttemptLogRequest.FromString,
+                    response_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.AttemptLog.SerializeToString,
+            ),
             'ListJobDatasetItems': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobDatasetItems,
                     request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListJobDatasetItemsRequest.FromString,
@@ -323,6 +387,21 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListPublished,
                     request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedRequest.FromString,
                     response_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedResponse.SerializeToString,
+            ),
+            'CreateDataSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateDataSource,
+                    request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.CreateDataSourceRequest.FromString,
+                    response_serializer=trainyard_dot_job_dot_v1_dot_data__source__pb2.DataSource.SerializeToString,
+            ),
+            'ListDataSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDataSources,
+                    request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesRequest.FromString,
+                    response_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesResponse.SerializeToString,
+            ),
+            'DeleteDataSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDataSource,
+                    request_deserializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceRequest.FromString,
+                    response_serializer=trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -611,6 +690,33 @@ class JobService:
             _registered_method=True)
 
     @staticmethod
+    def GetAttemptLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.job.v1.JobService/GetAttemptLog',
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.GetAttemptLogRequest.SerializeToString,
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.AttemptLog.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ListJobDatasetItems(request,
             target,
             options=(),
@@ -735,6 +841,87 @@ class JobService:
             '/trainyard.job.v1.JobService/ListPublished',
             trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedRequest.SerializeToString,
             trainyard_dot_job_dot_v1_dot_job__service__pb2.ListPublishedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateDataSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.job.v1.JobService/CreateDataSource',
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.CreateDataSourceRequest.SerializeToString,
+            trainyard_dot_job_dot_v1_dot_data__source__pb2.DataSource.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDataSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.job.v1.JobService/ListDataSources',
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesRequest.SerializeToString,
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.ListDataSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDataSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.job.v1.JobService/DeleteDataSource',
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceRequest.SerializeToString,
+            trainyard_dot_job_dot_v1_dot_job__service__pb2.DeleteDataSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,25 +25,21 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"trainyard/job/v1/publication.proto\x12\x10trainyard.job.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe0\x02\n\x0bPublication\x12\x0b\n\x03org\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0e\n\x06sha256\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_sha256\x18\x05 \x01(\t\x12\x0c\n\x04\x66orm\x18\x06 \x01(\t\x12&\n\x05route\x18\x07 \x01(\x0b\x32\x17.trainyard.job.v1.Route\x12\x0e\n\x06\x66orced\x18\x08 \x01(\x08\x12\x30\n\x0cpublish_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03url\x18\n \x01(\t\x12\x0f\n\x07\x65xpires\x18\x0b \x01(\r\x12;\n\x07headers\x18\x0c \x03(\x0b\x32*.trainyard.job.v1.Publication.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9b\x01\n\x05Route\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x35\n\x07options\x18\x02 \x03(\x0b\x32$.trainyard.job.v1.Route.OptionsEntry\x1aM\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.trainyard.job.v1.RouteOption:\x02\x38\x01\"+\n\x0bRouteOption\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06labels\x18\x02 \x03(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"trainyard/job/v1/publication.proto\x12\x10trainyard.job.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x02\n\x0bPublication\x12\x0b\n\x03org\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x0e\n\x06sha256\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_sha256\x18\x05 \x01(\t\x12\x0c\n\x04\x66orm\x18\x06 \x01(\t\x12&\n\x05route\x18\x07 \x01(\x0b\x32\x17.trainyard.job.v1.Route\x12\x0e\n\x06\x66orced\x18\x08 \x01(\x08\x12\x30\n\x0cpublish_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03url\x18\n \x01(\t\x12\x0f\n\x07\x65xpires\x18\x0b \x01(\rJ\x04\x08\x0c\x10\rR\x07headers\"\x9b\x01\n\x05Route\x12\x0c\n\x04keys\x18\x01 \x03(\t\x12\x35\n\x07options\x18\x02 \x03(\x0b\x32$.trainyard.job.v1.Route.OptionsEntry\x1aM\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12,\n\x05value\x18\x02 \x01(\x0b\x32\x1d.trainyard.job.v1.RouteOption:\x02\x38\x01\"+\n\x0bRouteOption\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06labels\x18\x02 \x03(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trainyard.job.v1.publication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PUBLICATION_HEADERSENTRY']._loaded_options = None
-  _globals['_PUBLICATION_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_ROUTE_OPTIONSENTRY']._loaded_options = None
   _globals['_ROUTE_OPTIONSENTRY']._serialized_options = b'8\001'
   _globals['_PUBLICATION']._serialized_start=90
-  _globals['_PUBLICATION']._serialized_end=442
-  _globals['_PUBLICATION_HEADERSENTRY']._serialized_start=396
-  _globals['_PUBLICATION_HEADERSENTRY']._serialized_end=442
-  _globals['_ROUTE']._serialized_start=445
-  _globals['_ROUTE']._serialized_end=600
-  _globals['_ROUTE_OPTIONSENTRY']._serialized_start=523
-  _globals['_ROUTE_OPTIONSENTRY']._serialized_end=600
-  _globals['_ROUTEOPTION']._serialized_start=602
-  _globals['_ROUTEOPTION']._serialized_end=645
+  _globals['_PUBLICATION']._serialized_end=348
+  _globals['_ROUTE']._serialized_start=351
+  _globals['_ROUTE']._serialized_end=506
+  _globals['_ROUTE_OPTIONSENTRY']._serialized_start=429
+  _globals['_ROUTE_OPTIONSENTRY']._serialized_end=506
+  _globals['_ROUTEOPTION']._serialized_start=508
+  _globals['_ROUTEOPTION']._serialized_end=551
 # @@protoc_insertion_point(module_scope)

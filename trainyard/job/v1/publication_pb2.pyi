@@ -10,14 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Publication(_message.Message):
-    __slots__ = ("org", "name", "job_id", "sha256", "base_sha256", "form", "route", "forced", "publish_time", "url", "expires", "headers")
-    class HeadersEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    __slots__ = ("org", "name", "job_id", "sha256", "base_sha256", "form", "route", "forced", "publish_time", "url", "expires")
     ORG_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -29,7 +22,6 @@ class Publication(_message.Message):
     PUBLISH_TIME_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_FIELD_NUMBER: _ClassVar[int]
-    HEADERS_FIELD_NUMBER: _ClassVar[int]
     org: str
     name: str
     job_id: str
@@ -41,8 +33,7 @@ class Publication(_message.Message):
     publish_time: _timestamp_pb2.Timestamp
     url: str
     expires: int
-    headers: _containers.ScalarMap[str, str]
-    def __init__(self, org: _Optional[str] = ..., name: _Optional[str] = ..., job_id: _Optional[str] = ..., sha256: _Optional[str] = ..., base_sha256: _Optional[str] = ..., form: _Optional[str] = ..., route: _Optional[_Union[Route, _Mapping]] = ..., forced: _Optional[bool] = ..., publish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., expires: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, org: _Optional[str] = ..., name: _Optional[str] = ..., job_id: _Optional[str] = ..., sha256: _Optional[str] = ..., base_sha256: _Optional[str] = ..., form: _Optional[str] = ..., route: _Optional[_Union[Route, _Mapping]] = ..., forced: _Optional[bool] = ..., publish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., expires: _Optional[int] = ...) -> None: ...
 
 class Route(_message.Message):
     __slots__ = ("keys", "options")

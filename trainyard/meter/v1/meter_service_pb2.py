@@ -23,66 +23,66 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from trainyard.meter.v1 import meter_pb2 as trainyard_dot_meter_dot_v1_dot_meter__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&trainyard/meter/v1/meter_service.proto\x12\x12trainyard.meter.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1etrainyard/meter/v1/meter.proto\"\x12\n\x10ListRatesRequest\"<\n\x11ListRatesResponse\x12\'\n\x05rates\x18\x01 \x03(\x0b\x32\x18.trainyard.meter.v1.Rate\"4\n\x0eSetRateRequest\x12\r\n\x05meter\x18\x01 \x01(\t\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\"\x12\n\x10GetWalletRequest\"G\n\x13\x43reditWalletRequest\x12\r\n\x05payer\x18\x01 \x01(\t\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\x12\x0c\n\x04name\x18\x03 \x01(\t\":\n\x12SetSpendCapRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\"A\n\x18ListLedgerEntriesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"f\n\x19ListLedgerEntriesResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.trainyard.meter.v1.LedgerEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"j\n\x14\x45stimatePriceRequest\x12\x12\n\nbase_model\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x02 \x01(\t\x12\x16\n\x0e\x64\x65vice_seconds\x18\x03 \x01(\x01\x12\x10\n\x08platform\x18\x04 \x01(\x08\"T\n\x15\x45stimatePriceResponse\x12\x13\n\x0bmicro_cents\x18\x01 \x01(\x03\x12&\n\x04rate\x18\x02 \x01(\x0b\x32\x18.trainyard.meter.v1.Rate\"e\n\x11HoldWindowRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\r\n\x05payer\x18\x03 \x01(\t\x12\x0f\n\x07\x64\x65vices\x18\x04 \x01(\x05\x12\x0f\n\x07seconds\x18\x05 \x01(\x05\"M\n\x12HoldWindowResponse\x12&\n\x04hold\x18\x01 \x01(\x0b\x32\x18.trainyard.meter.v1.Hold\x12\x0f\n\x07refusal\x18\x02 \x01(\t\":\n\x11\x43hargeTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x14\n\x0cused_seconds\x18\x02 \x01(\x05\"Y\n\x12\x43hargeTaskResponse\x12&\n\x04hold\x18\x01 \x01(\x0b\x32\x18.trainyard.meter.v1.Hold\x12\x1b\n\x13\x63harged_micro_cents\x18\x02 \x01(\x03\"%\n\x12ReleaseHoldRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"=\n\x13ReleaseHoldResponse\x12&\n\x04hold\x18\x01 \x01(\x0b\x32\x18.trainyard.meter.v1.Hold\"\x15\n\x13SweepStorageRequest\";\n\x14SweepStorageResponse\x12\x0e\n\x06payers\x18\x01 \x01(\x05\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\x32\xbb\t\n\x0cMeterService\x12t\n\tListRates\x12$.trainyard.meter.v1.ListRatesRequest\x1a%.trainyard.meter.v1.ListRatesResponse\"\x1a\x90\x02\x01\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/train/rates\x12\x63\n\x07SetRate\x12\".trainyard.meter.v1.SetRateRequest\x1a\x18.trainyard.meter.v1.Rate\"\x1a\x82\xd3\xe4\x93\x02\x14\"\x0f/v1/train/rates:\x01*\x12j\n\tGetWallet\x12$.trainyard.meter.v1.GetWalletRequest\x1a\x1a.trainyard.meter.v1.Wallet\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/wallet\x12w\n\x0c\x43reditWallet\x12\'.trainyard.meter.v1.CreditWalletRequest\x1a\x1a.trainyard.meter.v1.Wallet\"\"\x82\xd3\xe4\x93\x02\x1c\"\x17/v1/train/wallet/credit:\x01*\x12s\n\x0bSetSpendCap\x12&.trainyard.meter.v1.SetSpendCapRequest\x1a\x1a.trainyard.meter.v1.Wallet\" \x82\xd3\xe4\x93\x02\x1a\"\x15/v1/train/wallet/caps:\x01*\x12\x8d\x01\n\x11ListLedgerEntries\x12,.trainyard.meter.v1.ListLedgerEntriesRequest\x1a-.trainyard.meter.v1.ListLedgerEntriesResponse\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/ledger\x12i\n\rEstimatePrice\x12(.trainyard.meter.v1.EstimatePriceRequest\x1a).trainyard.meter.v1.EstimatePriceResponse\"\x03\x90\x02\x01\x12[\n\nHoldWindow\x12%.trainyard.meter.v1.HoldWindowRequest\x1a&.trainyard.meter.v1.HoldWindowResponse\x12[\n\nChargeTask\x12%.trainyard.meter.v1.ChargeTaskRequest\x1a&.trainyard.meter.v1.ChargeTaskResponse\x12^\n\x0bReleaseHold\x12&.trainyard.meter.v1.ReleaseHoldRequest\x1a\'.trainyard.meter.v1.ReleaseHoldResponse\x12\x61\n\x0cSweepStorage\x12\'.trainyard.meter.v1.SweepStorageRequest\x1a(.trainyard.meter.v1.SweepStorageResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&trainyard/meter/v1/meter_service.proto\x12\x12trainyard.meter.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1etrainyard/meter/v1/meter.proto\"\x12\n\x10ListRatesRequest\"<\n\x11ListRatesResponse\x12\'\n\x05rates\x18\x01 \x03(\x0b\x32\x18.trainyard.meter.v1.Rate\"g\n\x0eSetRateRequest\x12\x13\n\x05meter\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bmicro_cents\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x12\n\x10GetWalletRequest\"z\n\x13\x43reditWalletRequest\x12\x13\n\x05payer\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0bmicro_cents\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12\x0c\n\x04name\x18\x03 \x01(\t\x12%\n\x04\x62ody\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"g\n\x12SetSpendCapRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x19\n\x0bmicro_cents\x18\x02 \x01(\x03\x42\x04\xe2\x41\x01\x02\x12%\n\x04\x62ody\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"A\n\x18ListLedgerEntriesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"f\n\x19ListLedgerEntriesResponse\x12\x30\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1f.trainyard.meter.v1.LedgerEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"j\n\x14\x45stimatePriceRequest\x12\x12\n\nbase_model\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65vice_class\x18\x02 \x01(\t\x12\x16\n\x0e\x64\x65vice_seconds\x18\x03 \x01(\x01\x12\x10\n\x08platform\x18\x04 \x01(\x08\"T\n\x15\x45stimatePriceResponse\x12\x13\n\x0bmicro_cents\x18\x01 \x01(\x03\x12&\n\x04rate\x18\x02 \x01(\x0b\x32\x18.trainyard.meter.v1.Rate\"\x15\n\x13SweepStorageRequest\";\n\x14SweepStorageResponse\x12\x0e\n\x06payers\x18\x01 \x01(\x05\x12\x13\n\x0bmicro_cents\x18\x02 \x01(\x03\x32\xaa\x07\n\x0cMeterService\x12t\n\tListRates\x12$.trainyard.meter.v1.ListRatesRequest\x1a%.trainyard.meter.v1.ListRatesResponse\"\x1a\x90\x02\x01\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/train/rates\x12\x66\n\x07SetRate\x12\".trainyard.meter.v1.SetRateRequest\x1a\x18.trainyard.meter.v1.Rate\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x0f/v1/train/rates:\x04\x62ody\x12j\n\tGetWallet\x12$.trainyard.meter.v1.GetWalletRequest\x1a\x1a.trainyard.meter.v1.Wallet\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/wallet\x12z\n\x0c\x43reditWallet\x12\'.trainyard.meter.v1.CreditWalletRequest\x1a\x1a.trainyard.meter.v1.Wallet\"%\x82\xd3\xe4\x93\x02\x1f\"\x17/v1/train/wallet/credit:\x04\x62ody\x12v\n\x0bSetSpendCap\x12&.trainyard.meter.v1.SetSpendCapRequest\x1a\x1a.trainyard.meter.v1.Wallet\"#\x82\xd3\xe4\x93\x02\x1d\"\x15/v1/train/wallet/caps:\x04\x62ody\x12\x8d\x01\n\x11ListLedgerEntries\x12,.trainyard.meter.v1.ListLedgerEntriesRequest\x1a-.trainyard.meter.v1.ListLedgerEntriesResponse\"\x1b\x90\x02\x01\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/train/ledger\x12i\n\rEstimatePrice\x12(.trainyard.meter.v1.EstimatePriceRequest\x1a).trainyard.meter.v1.EstimatePriceResponse\"\x03\x90\x02\x01\x12\x61\n\x0cSweepStorage\x12\'.trainyard.meter.v1.SweepStorageRequest\x1a(.trainyard.meter.v1.SweepStorageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trainyard.meter.v1.meter_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SETRATEREQUEST'].fields_by_name['meter']._loaded_options = None
+  _globals['_SETRATEREQUEST'].fields_by_name['meter']._serialized_options = b'\342A\001\002'
+  _globals['_SETRATEREQUEST'].fields_by_name['micro_cents']._loaded_options = None
+  _globals['_SETRATEREQUEST'].fields_by_name['micro_cents']._serialized_options = b'\342A\001\002'
+  _globals['_CREDITWALLETREQUEST'].fields_by_name['payer']._loaded_options = None
+  _globals['_CREDITWALLETREQUEST'].fields_by_name['payer']._serialized_options = b'\342A\001\002'
+  _globals['_CREDITWALLETREQUEST'].fields_by_name['micro_cents']._loaded_options = None
+  _globals['_CREDITWALLETREQUEST'].fields_by_name['micro_cents']._serialized_options = b'\342A\001\002'
+  _globals['_SETSPENDCAPREQUEST'].fields_by_name['micro_cents']._loaded_options = None
+  _globals['_SETSPENDCAPREQUEST'].fields_by_name['micro_cents']._serialized_options = b'\342A\001\002'
   _globals['_METERSERVICE'].methods_by_name['ListRates']._loaded_options = None
   _globals['_METERSERVICE'].methods_by_name['ListRates']._serialized_options = b'\220\002\001\202\323\344\223\002\021\022\017/v1/train/rates'
   _globals['_METERSERVICE'].methods_by_name['SetRate']._loaded_options = None
-  _globals['_METERSERVICE'].methods_by_name['SetRate']._serialized_options = b'\202\323\344\223\002\024\"\017/v1/train/rates:\001*'
+  _globals['_METERSERVICE'].methods_by_name['SetRate']._serialized_options = b'\202\323\344\223\002\027\"\017/v1/train/rates:\004body'
   _globals['_METERSERVICE'].methods_by_name['GetWallet']._loaded_options = None
   _globals['_METERSERVICE'].methods_by_name['GetWallet']._serialized_options = b'\220\002\001\202\323\344\223\002\022\022\020/v1/train/wallet'
   _globals['_METERSERVICE'].methods_by_name['CreditWallet']._loaded_options = None
-  _globals['_METERSERVICE'].methods_by_name['CreditWallet']._serialized_options = b'\202\323\344\223\002\034\"\027/v1/train/wallet/credit:\001*'
+  _globals['_METERSERVICE'].methods_by_name['CreditWallet']._serialized_options = b'\202\323\344\223\002\037\"\027/v1/train/wallet/credit:\004body'
   _globals['_METERSERVICE'].methods_by_name['SetSpendCap']._loaded_options = None
-  _globals['_METERSERVICE'].methods_by_name['SetSpendCap']._serialized_options = b'\202\323\344\223\002\032\"\025/v1/train/wallet/caps:\001*'
+  _globals['_METERSERVICE'].methods_by_name['SetSpendCap']._serialized_options = b'\202\323\344\223\002\035\"\025/v1/train/wallet/caps:\004body'
   _globals['_METERSERVICE'].methods_by_name['ListLedgerEntries']._loaded_options = None
   _globals['_METERSERVICE'].methods_by_name['ListLedgerEntries']._serialized_options = b'\220\002\001\202\323\344\223\002\022\022\020/v1/train/ledger'
   _globals['_METERSERVICE'].methods_by_name['EstimatePrice']._loaded_options = None
   _globals['_METERSERVICE'].methods_by_name['EstimatePrice']._serialized_options = b'\220\002\001'
-  _globals['_LISTRATESREQUEST']._serialized_start=124
-  _globals['_LISTRATESREQUEST']._serialized_end=142
-  _globals['_LISTRATESRESPONSE']._serialized_start=144
-  _globals['_LISTRATESRESPONSE']._serialized_end=204
-  _globals['_SETRATEREQUEST']._serialized_start=206
-  _globals['_SETRATEREQUEST']._serialized_end=258
-  _globals['_GETWALLETREQUEST']._serialized_start=260
-  _globals['_GETWALLETREQUEST']._serialized_end=278
-  _globals['_CREDITWALLETREQUEST']._serialized_start=280
-  _globals['_CREDITWALLETREQUEST']._serialized_end=351
-  _globals['_SETSPENDCAPREQUEST']._serialized_start=353
-  _globals['_SETSPENDCAPREQUEST']._serialized_end=411
-  _globals['_LISTLEDGERENTRIESREQUEST']._serialized_start=413
-  _globals['_LISTLEDGERENTRIESREQUEST']._serialized_end=478
-  _globals['_LISTLEDGERENTRIESRESPONSE']._serialized_start=480
-  _globals['_LISTLEDGERENTRIESRESPONSE']._serialized_end=582
-  _globals['_ESTIMATEPRICEREQUEST']._serialized_start=584
-  _globals['_ESTIMATEPRICEREQUEST']._serialized_end=690
-  _globals['_ESTIMATEPRICERESPONSE']._serialized_start=692
-  _globals['_ESTIMATEPRICERESPONSE']._serialized_end=776
-  _globals['_HOLDWINDOWREQUEST']._serialized_start=778
-  _globals['_HOLDWINDOWREQUEST']._serialized_end=879
-  _globals['_HOLDWINDOWRESPONSE']._serialized_start=881
-  _globals['_HOLDWINDOWRESPONSE']._serialized_end=958
-  _globals['_CHARGETASKREQUEST']._serialized_start=960
-  _globals['_CHARGETASKREQUEST']._serialized_end=1018
-  _globals['_CHARGETASKRESPONSE']._serialized_start=1020
-  _globals['_CHARGETASKRESPONSE']._serialized_end=1109
-  _globals['_RELEASEHOLDREQUEST']._serialized_start=1111
-  _globals['_RELEASEHOLDREQUEST']._serialized_end=1148
-  _globals['_RELEASEHOLDRESPONSE']._serialized_start=1150
-  _globals['_RELEASEHOLDRESPONSE']._serialized_end=1211
-  _globals['_SWEEPSTORAGEREQUEST']._serialized_start=1213
-  _globals['_SWEEPSTORAGEREQUEST']._serialized_end=1234
-  _globals['_SWEEPSTORAGERESPONSE']._serialized_start=1236
-  _globals['_SWEEPSTORAGERESPONSE']._serialized_end=1295
-  _globals['_METERSERVICE']._serialized_start=1298
-  _globals['_METERSERVICE']._serialized_end=2509
+  _globals['_LISTRATESREQUEST']._serialized_start=187
+  _globals['_LISTRATESREQUEST']._serialized_end=205
+  _globals['_LISTRATESRESPONSE']._serialized_start=207
+  _globals['_LISTRATESRESPONSE']._serialized_end=267
+  _globals['_SETRATEREQUEST']._serialized_start=269
+  _globals['_SETRATEREQUEST']._serialized_end=372
+  _globals['_GETWALLETREQUEST']._serialized_start=374
+  _globals['_GETWALLETREQUEST']._serialized_end=392
+  _globals['_CREDITWALLETREQUEST']._serialized_start=394
+  _globals['_CREDITWALLETREQUEST']._serialized_end=516
+  _globals['_SETSPENDCAPREQUEST']._serialized_start=518
+  _globals['_SETSPENDCAPREQUEST']._serialized_end=621
+  _globals['_LISTLEDGERENTRIESREQUEST']._serialized_start=623
+  _globals['_LISTLEDGERENTRIESREQUEST']._serialized_end=688
+  _globals['_LISTLEDGERENTRIESRESPONSE']._serialized_start=690
+  _globals['_LISTLEDGERENTRIESRESPONSE']._serialized_end=792
+  _globals['_ESTIMATEPRICEREQUEST']._serialized_start=794
+  _globals['_ESTIMATEPRICEREQUEST']._serialized_end=900
+  _globals['_ESTIMATEPRICERESPONSE']._serialized_start=902
+  _globals['_ESTIMATEPRICERESPONSE']._serialized_end=986
+  _globals['_SWEEPSTORAGEREQUEST']._serialized_start=988
+  _globals['_SWEEPSTORAGEREQUEST']._serialized_end=1009
+  _globals['_SWEEPSTORAGERESPONSE']._serialized_start=1011
+  _globals['_SWEEPSTORAGERESPONSE']._serialized_end=1070
+  _globals['_METERSERVICE']._serialized_start=1073
+  _globals['_METERSERVICE']._serialized_end=2011
 # @@protoc_insertion_point(module_scope)

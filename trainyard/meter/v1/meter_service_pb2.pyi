@@ -1,4 +1,6 @@
 from google.api import annotations_pb2 as _annotations_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from trainyard.meter.v1 import meter_pb2 as _meter_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -19,34 +21,40 @@ class ListRatesResponse(_message.Message):
     def __init__(self, rates: _Optional[_Iterable[_Union[_meter_pb2.Rate, _Mapping]]] = ...) -> None: ...
 
 class SetRateRequest(_message.Message):
-    __slots__ = ("meter", "micro_cents")
+    __slots__ = ("meter", "micro_cents", "body")
     METER_FIELD_NUMBER: _ClassVar[int]
     MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     meter: str
     micro_cents: int
-    def __init__(self, meter: _Optional[str] = ..., micro_cents: _Optional[int] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, meter: _Optional[str] = ..., micro_cents: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class GetWalletRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class CreditWalletRequest(_message.Message):
-    __slots__ = ("payer", "micro_cents", "name")
+    __slots__ = ("payer", "micro_cents", "name", "body")
     PAYER_FIELD_NUMBER: _ClassVar[int]
     MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     payer: str
     micro_cents: int
     name: str
-    def __init__(self, payer: _Optional[str] = ..., micro_cents: _Optional[int] = ..., name: _Optional[str] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, payer: _Optional[str] = ..., micro_cents: _Optional[int] = ..., name: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class SetSpendCapRequest(_message.Message):
-    __slots__ = ("project", "micro_cents")
+    __slots__ = ("project", "micro_cents", "body")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     project: str
     micro_cents: int
-    def __init__(self, project: _Optional[str] = ..., micro_cents: _Optional[int] = ...) -> None: ...
+    body: _struct_pb2.Struct
+    def __init__(self, project: _Optional[str] = ..., micro_cents: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListLedgerEntriesRequest(_message.Message):
     __slots__ = ("page_size", "page_token")
@@ -83,56 +91,6 @@ class EstimatePriceResponse(_message.Message):
     micro_cents: int
     rate: _meter_pb2.Rate
     def __init__(self, micro_cents: _Optional[int] = ..., rate: _Optional[_Union[_meter_pb2.Rate, _Mapping]] = ...) -> None: ...
-
-class HoldWindowRequest(_message.Message):
-    __slots__ = ("task_id", "job_id", "payer", "devices", "seconds")
-    TASK_ID_FIELD_NUMBER: _ClassVar[int]
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    PAYER_FIELD_NUMBER: _ClassVar[int]
-    DEVICES_FIELD_NUMBER: _ClassVar[int]
-    SECONDS_FIELD_NUMBER: _ClassVar[int]
-    task_id: str
-    job_id: str
-    payer: str
-    devices: int
-    seconds: int
-    def __init__(self, task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., payer: _Optional[str] = ..., devices: _Optional[int] = ..., seconds: _Optional[int] = ...) -> None: ...
-
-class HoldWindowResponse(_message.Message):
-    __slots__ = ("hold", "refusal")
-    HOLD_FIELD_NUMBER: _ClassVar[int]
-    REFUSAL_FIELD_NUMBER: _ClassVar[int]
-    hold: _meter_pb2.Hold
-    refusal: str
-    def __init__(self, hold: _Optional[_Union[_meter_pb2.Hold, _Mapping]] = ..., refusal: _Optional[str] = ...) -> None: ...
-
-class ChargeTaskRequest(_message.Message):
-    __slots__ = ("task_id", "used_seconds")
-    TASK_ID_FIELD_NUMBER: _ClassVar[int]
-    USED_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    task_id: str
-    used_seconds: int
-    def __init__(self, task_id: _Optional[str] = ..., used_seconds: _Optional[int] = ...) -> None: ...
-
-class ChargeTaskResponse(_message.Message):
-    __slots__ = ("hold", "charged_micro_cents")
-    HOLD_FIELD_NUMBER: _ClassVar[int]
-    CHARGED_MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
-    hold: _meter_pb2.Hold
-    charged_micro_cents: int
-    def __init__(self, hold: _Optional[_Union[_meter_pb2.Hold, _Mapping]] = ..., charged_micro_cents: _Optional[int] = ...) -> None: ...
-
-class ReleaseHoldRequest(_message.Message):
-    __slots__ = ("task_id",)
-    TASK_ID_FIELD_NUMBER: _ClassVar[int]
-    task_id: str
-    def __init__(self, task_id: _Optional[str] = ...) -> None: ...
-
-class ReleaseHoldResponse(_message.Message):
-    __slots__ = ("hold",)
-    HOLD_FIELD_NUMBER: _ClassVar[int]
-    hold: _meter_pb2.Hold
-    def __init__(self, hold: _Optional[_Union[_meter_pb2.Hold, _Mapping]] = ...) -> None: ...
 
 class SweepStorageRequest(_message.Message):
     __slots__ = ()

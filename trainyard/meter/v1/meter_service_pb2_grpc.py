@@ -73,21 +73,6 @@ class MeterServiceStub:
                 request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceRequest.SerializeToString,
                 response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceResponse.FromString,
                 _registered_method=True)
-        self.HoldWindow = channel.unary_unary(
-                '/trainyard.meter.v1.MeterService/HoldWindow',
-                request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowRequest.SerializeToString,
-                response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowResponse.FromString,
-                _registered_method=True)
-        self.ChargeTask = channel.unary_unary(
-                '/trainyard.meter.v1.MeterService/ChargeTask',
-                request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskRequest.SerializeToString,
-                response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskResponse.FromString,
-                _registered_method=True)
-        self.ReleaseHold = channel.unary_unary(
-                '/trainyard.meter.v1.MeterService/ReleaseHold',
-                request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldRequest.SerializeToString,
-                response_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldResponse.FromString,
-                _registered_method=True)
         self.SweepStorage = channel.unary_unary(
                 '/trainyard.meter.v1.MeterService/SweepStorage',
                 request_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.SweepStorageRequest.SerializeToString,
@@ -152,27 +137,6 @@ class MeterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def HoldWindow(self, request, context):
-        """Holds the next window of a task against its payer (platform role).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ChargeTask(self, request, context):
-        """Meters a task by the clock and charges what that adds (platform role).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReleaseHold(self, request, context):
-        """Releases what a task held beyond what it used (platform role).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def SweepStorage(self, request, context):
         """Accrues storage charges up to now (admin role); each span is charged once.
         """
@@ -217,21 +181,6 @@ def add_MeterServiceServicer_to_server(servicer, server):
                     servicer.EstimatePrice,
                     request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceRequest.FromString,
                     response_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceResponse.SerializeToString,
-            ),
-            'HoldWindow': grpc.unary_unary_rpc_method_handler(
-                    servicer.HoldWindow,
-                    request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowRequest.FromString,
-                    response_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowResponse.SerializeToString,
-            ),
-            'ChargeTask': grpc.unary_unary_rpc_method_handler(
-                    servicer.ChargeTask,
-                    request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskRequest.FromString,
-                    response_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskResponse.SerializeToString,
-            ),
-            'ReleaseHold': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReleaseHold,
-                    request_deserializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldRequest.FromString,
-                    response_serializer=trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldResponse.SerializeToString,
             ),
             'SweepStorage': grpc.unary_unary_rpc_method_handler(
                     servicer.SweepStorage,
@@ -431,87 +380,6 @@ class MeterService:
             '/trainyard.meter.v1.MeterService/EstimatePrice',
             trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceRequest.SerializeToString,
             trainyard_dot_meter_dot_v1_dot_meter__service__pb2.EstimatePriceResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def HoldWindow(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/trainyard.meter.v1.MeterService/HoldWindow',
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowRequest.SerializeToString,
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.HoldWindowResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ChargeTask(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/trainyard.meter.v1.MeterService/ChargeTask',
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskRequest.SerializeToString,
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ChargeTaskResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReleaseHold(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/trainyard.meter.v1.MeterService/ReleaseHold',
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldRequest.SerializeToString,
-            trainyard_dot_meter_dot_v1_dot_meter__service__pb2.ReleaseHoldResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,1 @@
+"""Training-client engines: a base held in memory and trained call by call."""

@@ -1,0 +1,1 @@
+"""The built-in architectures (the fixture LLM, the decider) and how a base is loaded."""

@@ -1,0 +1,1 @@
+"""The Tinker wire: `/api/v1/` for the official tinker SDK, translated onto ClientService."""

@@ -1,0 +1,3 @@
+from services.tinker.server import main
+
+main()
