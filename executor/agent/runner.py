@@ -20,6 +20,7 @@ from pathlib import Path
 
 from google.protobuf import json_format
 
+from executor.agent import pinned
 from executor.agent.failures import LeaseLost, TaskFailed
 from executor.agent.transfers import PATIENCE_SECONDS, Transfers
 from executor.agent.workdir import discard, trainer_env
@@ -185,8 +186,8 @@ class TaskRunner(Transfers):
             self.finished.set()
 
     def _train(self) -> None:
-        if self._refusal:
-            raise TaskFailed(self._refusal)
+        if refusal := self._refusal or pinned.refusal(self.job, self._env):
+            raise TaskFailed(refusal)
         self.work.mkdir(parents=True, exist_ok=True)
         task = json_format.MessageToDict(self.task, preserving_proto_field_name=True)
         task.pop("lease", None)  # the trainer never needs the lease

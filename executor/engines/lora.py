@@ -58,7 +58,7 @@ def adapter_settings(base_model: str, adaptation: dict[str, Any]) -> dict[str, A
     """The adapter's rank, alpha and targets: the given ones, else the base's defaults."""
     base = Catalog.from_env(os.environ).get(base_model)
     defaults: dict[str, Any] = {**LORA_DEFAULTS, **(dict(base.adaptation) if base else {})}
-    targets = list(adaptation.get("targets") or defaults["targets"])
+    targets = list(adaptation.get("targets") or (base.default_targets if base else ()))
     return {
         "mode": "lora",
         "rank": int(adaptation.get("rank") or defaults["rank"]),

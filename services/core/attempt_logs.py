@@ -8,6 +8,7 @@ log's end and drops its start, so a crashed trainer's last lines always stay."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -196,3 +197,29 @@ def _split(text: str) -> list[str]:
     """The lines of `text`, each with its "\n"; a last line without one counts too."""
     parts = text.split("\n")
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+# A line that names an exception as Python prints it last in a traceback:
+# `ValueError: …`, `torch.OutOfMemoryError: …`, `KeyboardInterrupt`.
+_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"
+)
+# The most characters of it a failure message carries.
+MAX_ERROR_CHARS = 160
+# How many of the log's last lines are searched for it.
+ERROR_LINES = 60
+
+
+def error_line(text: str) -> str:
+    """The last exception line in `text` (a log's end), one line of printable characters
+    cut to `MAX_ERROR_CHARS`; "" when it names none."""
+    for line in reversed(text.splitlines()):
+        line = " ".join("".join(c if c.isprintable() else " " for c in line).split())
+        if _EXCEPTION.match(line):
+            return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 1] + "…"
+    return ""
+
+
+def last_error(session: Session, job_id: str, attempt: int) -> str:
+    """The exception an attempt's log ends with (`error_line` of its last lines)."""
+    return error_line(Log(session, job_id, attempt).tail(ERROR_LINES).text)

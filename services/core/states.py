@@ -222,6 +222,12 @@ FAILURES: Mapping[str, tuple[str, str]] = {
         "The trainer ended without a result; its output is the attempt's log "
         "(GET /v1/train/jobs/{id}/attempts/{attempt}/logs, or trainyard jobs logs).",
     ),
+    "base_changed": (
+        "input",
+        "The executor's files of the job's base differ from the revision the job pinned at "
+        "create. Put those files back on the executor, or create the job again to train on "
+        "the base as it is now (GET /v1/train/models shows its revision).",
+    ),
     "executor_failed": ("executor", "The executor failed while running the task; retry the job."),
     "executor_disk_full": (
         "executor",
@@ -253,6 +259,12 @@ FAILURES: Mapping[str, tuple[str, str]] = {
     ),
 }
 RUN_FAILED = ("trainer", "The run failed; see the job's events.")
+# A trainer's failure with the exception its log ends with: this, then that line.
+TRAINER_ERROR = (
+    "The trainer failed; the attempt's log (GET /v1/train/jobs/{id}/attempts/{attempt}/logs) ends: "
+)
+# The failures whose message ends with the trainer's last exception, when its log has one.
+TRAINER_ENDED = ("trainer_failed", "trainer_no_result")
 BOUND_REACHED = ("limit", "The run reached a bound.")
 # Why a job is stopped by its own bounds or its payer's money (HIP-1333 §10).
 STOPS: Mapping[str, tuple[str, str]] = {

@@ -405,11 +405,11 @@ def expand(job: job_pb2.Job, base: Base) -> job_pb2.Job:
         ad.chose = f"full: {base.name} is small enough to train whole"
     if ad.mode in ("lora", "qlora"):
         if not ad.HasField("rank"):
-            ad.rank = int(LORA_DEFAULTS["rank"])  # type: ignore[call-overload]
+            ad.rank = LORA_DEFAULTS["rank"]
         if not ad.HasField("alpha"):
-            ad.alpha = int(LORA_DEFAULTS["alpha"])  # type: ignore[call-overload]
+            ad.alpha = LORA_DEFAULTS["alpha"]
         if not ad.targets:
-            ad.targets[:] = list(LORA_DEFAULTS["targets"])  # type: ignore[call-overload]
+            ad.targets[:] = list(base.default_targets)
 
     pr = out.protect
     if pr.suites:

@@ -287,15 +287,22 @@ def test_two_processes_train_as_one_with_the_same_global_batch(
         assert two[step] == pytest.approx(one[step], rel=2e-3)
 
 
-def test_a_hugging_face_base_on_local_disk_trains_with_lora(tmp_path: Path) -> None:
+@pytest.mark.parametrize("family", ["llama", "phi3"])
+def test_a_hugging_face_base_on_local_disk_trains_with_lora(tmp_path: Path, family: str) -> None:
+    """A base saved as a user has it; Phi-3's fused attention (`qkv_proj`) takes its
+    family's targets, where `q_proj`/`v_proj` once failed the run."""
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from tests.families import make_family_model
     from tests.support import make_local_model
 
-    models = tmp_path / "models"
-    make_local_model(models / "tiny-llama")
-    spec = {"base_model": "tiny-llama", "hyperparameters": {"max_steps": 8, "learning_rate": 0.01}}
+    models, name = tmp_path / "models", f"tiny-{family}"
+    if family == "llama":
+        make_local_model(models / name)
+    else:
+        make_family_model(models / name, family)
+    spec = {"base_model": name, "hyperparameters": {"max_steps": 8, "learning_rate": 0.01}}
     work = task_dir(tmp_path, "hf", spec, models=models)
     events = events_of(start(work, models=models))
     loss = series(events, "loss")
@@ -304,7 +311,7 @@ def test_a_hugging_face_base_on_local_disk_trains_with_lora(tmp_path: Path) -> N
     assert {"adapter_model.safetensors", "adapter_config.json"} <= {
         p.name for p in output.iterdir()
     }
-    base = AutoModelForCausalLM.from_pretrained(str(models / "tiny-llama"))
+    base = AutoModelForCausalLM.from_pretrained(str(models / name))
     probe_matches(PeftModel.from_pretrained(base, str(output)), output)
 
 

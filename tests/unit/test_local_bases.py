@@ -11,6 +11,7 @@ from services.core import errors
 from services.core.validation import parse_json_job
 from services.jobs import spec
 from tests.support import make_local_model
+from trainyard.training import pins
 from trainyard.training.catalog import RESCAN_SECONDS, Catalog
 
 
@@ -54,7 +55,10 @@ def test_a_job_on_a_local_base_validates_and_expands_from_its_profile(models: Pa
         "q_proj",
         "v_proj",
     ]
-    assert expanded.output.kind == "lora" and expanded.revision == "local"
+    # The job pins the base's files as they are at create: their sha256.
+    assert expanded.output.kind == "lora" and expanded.revision == pins.revision(
+        models / "tiny-llama"
+    )
 
 
 def test_a_model_copied_in_is_found_without_a_new_catalog(models: Path, tmp_path: Path) -> None:

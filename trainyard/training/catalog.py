@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
-from trainyard.training import decisions, planning
+from trainyard.training import decisions, families, pins, planning
 
 FIXTURE_BASE = "fixture-tiny-llm"
 
@@ -82,6 +82,8 @@ class Base:
     loss_masks: tuple[str, ...] = ("assistant_only", "full_sequence")
     precisions: tuple[str, ...] = ("fp32", "bf16")
     targets: tuple[str, ...] = ()
+    # The modules a LoRA adapter wraps when a job or client names none (its family's).
+    default_targets: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()
     terms: tuple[str, ...] = ()
     suites: tuple[str, ...] = ()
@@ -144,6 +146,7 @@ class Base:
                 base_load_precisions=self.precisions,
                 evaluation_suites=self.suites,
                 targets=self.targets,
+                default_targets=self.default_targets,
                 nouns=("job", "client") if self.serves_clients else ("job",),
                 machines=self.machines,
             ),
@@ -190,6 +193,7 @@ FIXTURE = Base(
     devices=("cpu", "cuda"),
     datasets=("fixture", "artifact", "s3", "hf"),
     targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    default_targets=families.LORA_TARGETS["llama"],
     zero_stage=0,
     duration={
         "fixed_seconds": 30.0,
@@ -202,8 +206,9 @@ FIXTURE = Base(
 
 
 DECIDER_BASE = "fixture-tiny-decider"
-# What a LoRA adapter is when a job or a client leaves its settings out.
-LORA_DEFAULTS: Mapping[str, object] = {"rank": 8, "alpha": 16, "targets": ("q_proj", "v_proj")}
+# What a LoRA adapter is when a job or a client leaves its settings out; its targets are
+# the base's `default_targets`.
+LORA_DEFAULTS: Mapping[str, int] = {"rank": 8, "alpha": 16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,7 +275,6 @@ DECIDER = Base(
 )
 
 
-LINEAR_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LOCAL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
@@ -285,7 +289,9 @@ def _safetensors_header(path: Path) -> dict[str, Any]:
 
 def local_base(directory: Path) -> Base | None:
     """A Hugging Face causal LM saved in `directory`, when it is one: a config naming a
-    `…ForCausalLM`, safetensors weights and a tokenizer."""
+    `…ForCausalLM`, safetensors weights and a tokenizer. Its revision is the sha256 of its
+    files (`pins`); its targets are its decoder layers' linear modules, and its default
+    targets its family's (`families`)."""
     name = directory.name.lower()
     config_path = directory / "config.json"
     weights = sorted(directory.glob("*.safetensors"))
@@ -301,17 +307,19 @@ def local_base(directory: Path) -> Base | None:
     try:
         config = json.loads(config_path.read_text())
         tensors = {k: v for w in weights for k, v in _safetensors_header(w).items()}
+        revision = pins.revision(directory)
     except (ValueError, OSError, struct.error):
         return None
     if not any(str(a).endswith("ForCausalLM") for a in config.get("architectures", [])):
         return None
     parameters = sum(math.prod(t["shape"]) for t in tensors.values())
-    targets = tuple(t for t in LINEAR_TARGETS if any(f".{t}." in key for key in tensors))
+    targets = families.targetable(tensors)
+    family = str(config.get("model_type", "causal"))
     longest = int(config.get("max_position_embeddings", 2048))
     return Base(
         name=name,
-        revision="local",
-        description=f"A {config.get('model_type', 'causal')} language model found on this deployment's disk.",
+        revision=revision,
+        description=f"A {family} language model found on this deployment's disk.",
         parameters=parameters,
         defaults={**FIXTURE.defaults, "learning_rate": 2e-4, "max_seq_length": min(512, longest)},
         adaptation={"mode": "lora"},
@@ -321,6 +329,7 @@ def local_base(directory: Path) -> Base | None:
         devices=FIXTURE.devices,
         datasets=FIXTURE.datasets,
         targets=targets,
+        default_targets=families.default_targets(family, targets),
         duration={
             "fixed_seconds": 120.0,
             "reference_seq_length": 512,

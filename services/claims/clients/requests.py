@@ -178,7 +178,7 @@ def adaptation_of(
                 metadata={"min": str(lo), "max": str(hi)},
             )
         setattr(out, name, value)
-    targets = list(source.targets) or list(LORA_DEFAULTS["targets"])  # type: ignore[call-overload]
+    targets = list(source.targets) or list(base.default_targets)
     if any(t not in base.targets for t in targets):
         raise errors.DomainError(
             f"Field {prefix}.targets names a module the base does not have.",

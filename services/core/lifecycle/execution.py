@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from services.core import attempt_logs
 from services.core.lifecycle.money import release_holds
 from services.core.lifecycle.moves import (
     A,
@@ -22,6 +23,7 @@ from services.core.lifecycle.moves import (
 from services.core.states import (
     ATTEMPT_TERMINAL,
     TERMINAL,
+    TRAINER_ENDED,
     JobStatus,
 )
 from services.core.store import utcnow
@@ -109,7 +111,9 @@ def fail(
 ) -> None:
     """The run failed (or stopped at a bound): the attempt fails with its code, and the job
     too, unless it was being cancelled, which a failure completes."""
-    failure = failure_of(code, stopped=job_status == J.STOPPED)
+    logged = code in TRAINER_ENDED
+    error = attempt_logs.last_error(session, job.id, attempt.attempt_number) if logged else ""
+    failure = failure_of(code, stopped=job_status == J.STOPPED, error=error)
     move_attempt(session, job, attempt, A.FAILED, failure=failure)
     if job.status == J.CANCELLING:
         move_job(session, job, J.CANCELLED, reason="run_cancelled")

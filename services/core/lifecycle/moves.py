@@ -25,6 +25,8 @@ from services.core.states import (
     TASK_ENDED,
     TASK_MOVES,
     TERMINAL,
+    TRAINER_ENDED,
+    TRAINER_ERROR,
     AttemptStatus,
     JobStatus,
     PreparationStatus,
@@ -234,8 +236,11 @@ def end_tasks(session: Session, job: JobRow, target: TaskStatus) -> None:
             move_task(task, target)
 
 
-def failure_of(code: str, *, stopped: bool = False) -> Failure:
-    """A failure code with the category and the sentence a user reads for it."""
+def failure_of(code: str, *, stopped: bool = False, error: str = "") -> Failure:
+    """A failure code with the category and the sentence a user reads for it; a trainer's
+    failure ends with the `error` its log ends with, when there is one."""
     if stopped:
         return (code, *STOPS.get(code, BOUND_REACHED))
+    if error and code in TRAINER_ENDED:
+        return (code, FAILURES[code][0], TRAINER_ERROR + error)
     return (code, *FAILURES.get(code, RUN_FAILED))

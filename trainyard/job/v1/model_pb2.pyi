@@ -64,7 +64,7 @@ class DurationModel(_message.Message):
     def __init__(self, fixed_seconds: _Optional[float] = ..., reference_seq_length: _Optional[int] = ..., reference_step_seconds: _Optional[float] = ..., step_seconds_per_token: _Optional[float] = ...) -> None: ...
 
 class SupportTable(_message.Message):
-    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets", "nouns", "machines")
+    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets", "nouns", "machines", "default_targets")
     ADAPTATIONS_FIELD_NUMBER: _ClassVar[int]
     PROTECT_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,7 @@ class SupportTable(_message.Message):
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     NOUNS_FIELD_NUMBER: _ClassVar[int]
     MACHINES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TARGETS_FIELD_NUMBER: _ClassVar[int]
     adaptations: _containers.RepeatedScalarFieldContainer[str]
     protect: _containers.RepeatedScalarFieldContainer[str]
     terms: _containers.RepeatedScalarFieldContainer[str]
@@ -89,4 +90,5 @@ class SupportTable(_message.Message):
     targets: _containers.RepeatedScalarFieldContainer[str]
     nouns: _containers.RepeatedScalarFieldContainer[str]
     machines: int
-    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., nouns: _Optional[_Iterable[str]] = ..., machines: _Optional[int] = ...) -> None: ...
+    default_targets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., nouns: _Optional[_Iterable[str]] = ..., machines: _Optional[int] = ..., default_targets: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,149 @@
+"""The families users bring, as the catalog reads them: each base's linear modules from
+its weights, its family's default LoRA targets (agreeing with peft's mapping), a job or
+client that names none given them, targets a base lacks refused naming the field, and a
+revision that is the sha256 of its files, hashed once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT
+
+from services.claims.clients import requests
+from services.core import errors
+from services.core.attempt_logs import MAX_ERROR_CHARS, error_line
+from services.core.validation import parse_json_job
+from services.jobs import spec
+from tests.families import FAMILIES, make_family_model
+from trainyard.client.v1 import client_service_pb2
+from trainyard.training import families, pins
+from trainyard.training.catalog import Catalog
+
+DATASET = {"uri": "fixture:synthetic-tiny-v1"}
+SEPARATE = ("down_proj", "gate_proj", "up_proj", "k_proj", "o_proj", "q_proj", "v_proj")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("families")
+    for name in FAMILIES:
+        make_family_model(root / f"tiny-{name}", name)
+    return root
+
+
+def test_the_family_table_agrees_with_peft_wherever_peft_has_an_entry() -> None:
+    shared = [m for m in families.LORA_TARGETS if m in PEFT]
+    assert {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"} <= set(shared)
+    for model_type in shared:
+        assert list(families.LORA_TARGETS[model_type]) == list(PEFT[model_type]), model_type
+
+
+def test_each_family_lists_its_linear_modules_and_its_default_targets(models: Path) -> None:
+    catalog = Catalog.discover(models)
+    for name in FAMILIES:
+        base = catalog.get(f"tiny-{name}")
+        assert base is not None, name
+        assert len(list((models / f"tiny-{name}").glob("*.safetensors"))) > 1  # sharded
+        if name == "phi3":  # fused attention and MLP projections
+            assert base.targets == ("down_proj", "gate_up_proj", "o_proj", "qkv_proj")
+            assert base.default_targets == ("qkv_proj",)
+        else:
+            assert base.targets == SEPARATE and base.default_targets == ("q_proj", "v_proj")
+        support = base.to_proto().support
+        assert list(support.targets) == list(base.targets)
+        assert list(support.default_targets) == list(base.default_targets)
+        assert base.revision == pins.revision(models / f"tiny-{name}")
+
+
+def test_a_family_the_table_lacks_falls_back_on_the_modules_it_has() -> None:
+    assert families.default_targets("phi3", ("qkv_proj", "o_proj")) == ("qkv_proj",)
+    assert families.default_targets("olmo", SEPARATE) == ("q_proj", "v_proj")
+    assert families.default_targets("falcon", ("query_key_value", "dense")) == (
+        "query_key_value",
+    )
+    assert families.default_targets("odd", ("wq", "wv")) == ("wq", "wv")
+    tensors = {
+        "transformer.h.0.attn.c_attn.weight": {"shape": [8, 24]},
+        "transformer.h.0.ln_1.weight": {"shape": [8]},
+        "transformer.h.1.mlp.c_fc.weight": {"shape": [8, 32]},
+        "transformer.wte.weight": {"shape": [50, 8]},
+        "lm_head.weight": {"shape": [50, 8]},
+        "model.layers.0.embed_scale.weight": {"shape": [8, 8]},
+    }
+    assert families.targetable(tensors) == ("c_attn", "c_fc")
+
+
+def job_on(base: str, **adaptation: object) -> object:
+    return parse_json_job(
+        {"base_model": base, "dataset": DATASET, "adaptation": {"mode": "lora", **adaptation}}
+    )
+
+
+def test_a_job_or_client_naming_no_targets_gets_its_familys(models: Path) -> None:
+    catalog = Catalog.discover(models)
+    for name, expected in (("phi3", ["qkv_proj"]), ("gemma", ["q_proj", "v_proj"])):
+        job = job_on(f"tiny-{name}")
+        expanded = spec.expand(job, spec.validate(job, catalog))  # type: ignore[arg-type]
+        assert list(expanded.adaptation.targets) == expected
+        request = client_service_pb2.CreateTrainingClientRequest(base_model=f"tiny-{name}")
+        _, adaptation, _ = requests.adaptation_of(request, catalog)
+        assert list(adaptation.targets) == expected
+
+
+def test_targets_a_base_lacks_are_refused_naming_the_field(models: Path) -> None:
+    catalog = Catalog.discover(models)
+    job = job_on("tiny-phi3", targets=["q_proj", "v_proj"])
+    with pytest.raises(errors.DomainError) as refused:
+        spec.validate(job, catalog)  # type: ignore[arg-type]
+    assert refused.value.reason == "UNSUPPORTED_ADAPTATION"
+    assert refused.value.metadata == {
+        "field": "adaptation.targets",
+        "supported": "down_proj,gate_up_proj,o_proj,qkv_proj",
+    }
+    request = client_service_pb2.CreateTrainingClientRequest(
+        base_model="tiny-phi3", lora_config={"targets": ["q_proj"]}
+    )
+    with pytest.raises(errors.DomainError) as client:
+        requests.adaptation_of(request, catalog)
+    assert client.value.metadata["field"] == "lora_config.targets"
+    assert "q_proj" not in client.value.message
+
+
+def test_a_revision_is_the_hash_of_the_files_each_read_once(
+    models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(models / "tiny-qwen2", copy)
+    first = pins.revision(copy)
+    assert first == pins.revision(models / "tiny-qwen2")  # the bytes, not the place
+
+    def no_reads(*_: object, **__: object) -> None:
+        raise AssertionError("a file was read again")
+
+    monkeypatch.setattr(Path, "open", no_reads)
+    assert pins.revision(copy) == first  # unchanged files: their digests are remembered
+    monkeypatch.undo()
+    config = copy / "config.json"
+    config.write_text(config.read_text().replace('"rms_norm_eps"', '"rms_norm_eps" '))
+    os.utime(config, ns=(1, 1))
+    assert pins.revision(copy) != first
+
+
+def test_a_failure_message_takes_the_last_exception_line_of_the_log() -> None:
+    log = (
+        "step 1\nTraceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+        "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model.\n"
+        "[rank0] done\n"
+    )
+    assert error_line(log) == "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model."
+    assert error_line("torch.OutOfMemoryError: CUDA out of memory\x1b[0m") == (
+        "torch.OutOfMemoryError: CUDA out of memory [0m"
+    )
+    assert error_line("KeyboardInterrupt\n") == "KeyboardInterrupt"
+    assert error_line("all fine\nstep 2 loss 1.0\n") == ""
+    long = error_line("RuntimeError: " + "x" * 500)
+    assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
