@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from executor.models import fixture
+from executor.models import chat, fixture
 from trainyard.training.catalog import DECIDER, DECIDER_BASE, FIXTURE, FIXTURE_BASE, Catalog
 
 
@@ -56,12 +56,13 @@ def load(name: str) -> Loaded:
         bos=tokenizer.bos_token_id,
         eos=int(eos),
         pad=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos),
+        chat=chat.encoder(tokenizer),
     )
 
     def save(out: Path, trained: torch.nn.Module, meta: dict[str, Any]) -> None:
-        """The base's own model directory, trained; its tokenizer gains the chat template
-        the trainer encodes with when it has none, so `apply_chat_template` gives the ids
-        it trained on."""
+        """The base's own model directory, trained; its tokenizer keeps its chat template
+        (the trainer encoded with it), or gains the fixture's, which the trainer encodes
+        with when it has none, so `apply_chat_template` gives the ids it trained on."""
         out.mkdir(parents=True, exist_ok=True)
         trained.save_pretrained(str(out), safe_serialization=True)  # type: ignore[operator]
         if tokenizer.chat_template is None:

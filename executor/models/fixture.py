@@ -108,6 +108,9 @@ class Codec:
     bos: int | None
     eos: int
     pad: int
+    # A base's own chat template (`executor.models.chat`): its ids and what the loss
+    # sees; None encodes chats in the fixture's format.
+    chat: Callable[[Sequence[tuple[str, str]], str], tuple[list[int], list[bool]]] | None = None
 
 
 BYTES = Codec(ids=lambda text: list(text.encode()), bos=BOS, eos=EOS, pad=PAD)
@@ -132,6 +135,9 @@ def encode(
 ) -> Encoded:
     """One chat as token ids and the labels the loss sees (IGNORE elsewhere), cut at
     `max_seq_length` tokens."""
+    if codec.chat is not None:
+        ids, trained = codec.chat(messages, loss_mask)
+        return _labelled(ids[:max_seq_length], trained[:max_seq_length])
     ids, trained = ([codec.bos], [False]) if codec.bos is not None else ([], [])
     for role, content in messages:
         header = codec.ids(f"<|{role}|>\n")
@@ -139,7 +145,10 @@ def encode(
         learn = loss_mask == "full_sequence" or role == "assistant"
         ids += header + body
         trained += [loss_mask == "full_sequence"] * len(header) + [learn] * len(body)
-    ids, trained = ids[:max_seq_length], trained[:max_seq_length]
+    return _labelled(ids[:max_seq_length], trained[:max_seq_length])
+
+
+def _labelled(ids: list[int], trained: list[bool]) -> Encoded:
     # Causal LM labels are the next token: the model predicts ids[i+1] at position i.
     labels = [ids[i + 1] if trained[i + 1] else IGNORE for i in range(len(ids) - 1)] + [IGNORE]
     return Encoded(ids, labels)

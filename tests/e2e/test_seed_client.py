@@ -718,6 +718,9 @@ def test_a_crashed_trainers_traceback_is_its_attempts_log(
         (first,) = owner.get(f"/v1/train/jobs/{job['id']}/attempts").json()["attempts"]
         assert first["failure_code"] == "trainer_failed"
         assert "/attempts/{attempt}/logs" in first["failure_message"], done
+        # The job says what the trainer died of: the exception its log ends with.
+        assert done["failure_message"].endswith(LAST_WORDS.strip()), done
+        assert first["failure_message"] == done["failure_message"]
 
         # The tail, a byte range and a line range, each placed in the whole.
         size = len(text.encode())

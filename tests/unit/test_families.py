@@ -60,9 +60,7 @@ def test_each_family_lists_its_linear_modules_and_its_default_targets(models: Pa
 def test_a_family_the_table_lacks_falls_back_on_the_modules_it_has() -> None:
     assert families.default_targets("phi3", ("qkv_proj", "o_proj")) == ("qkv_proj",)
     assert families.default_targets("olmo", SEPARATE) == ("q_proj", "v_proj")
-    assert families.default_targets("falcon", ("query_key_value", "dense")) == (
-        "query_key_value",
-    )
+    assert families.default_targets("falcon", ("query_key_value", "dense")) == ("query_key_value",)
     assert families.default_targets("odd", ("wq", "wv")) == ("wq", "wv")
     tensors = {
         "transformer.h.0.attn.c_attn.weight": {"shape": [8, 24]},
@@ -135,11 +133,14 @@ def test_a_revision_is_the_hash_of_the_files_each_read_once(
 
 def test_a_failure_message_takes_the_last_exception_line_of_the_log() -> None:
     log = (
-        "step 1\nTraceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+        'step 1\nTraceback (most recent call last):\n  File "x.py", line 3, in <module>\n'
         "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model.\n"
         "[rank0] done\n"
     )
-    assert error_line(log) == "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model."
+    assert (
+        error_line(log)
+        == "ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model."
+    )
     assert error_line("torch.OutOfMemoryError: CUDA out of memory\x1b[0m") == (
         "torch.OutOfMemoryError: CUDA out of memory [0m"
     )
@@ -147,3 +148,28 @@ def test_a_failure_message_takes_the_last_exception_line_of_the_log() -> None:
     assert error_line("all fine\nstep 2 loss 1.0\n") == ""
     long = error_line("RuntimeError: " + "x" * 500)
     assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
+
+
+def test_a_bases_chats_are_encoded_with_its_own_template(models: Path) -> None:
+    """The ids `apply_chat_template` gives, the loss on the assistant's turns and their
+    ends alone (Phi-3's template closes a conversation with its eos: that is learned too)."""
+    from transformers import AutoTokenizer
+
+    from executor.models import chat
+
+    messages = [("system", "be brief"), ("user", "hi"), ("assistant", "hello"),
+                ("user", "again"), ("assistant", "sure")]  # fmt: skip
+    ends = {"llama": "<|eot_id|>", "qwen2": "<|im_end|>\n", "qwen3": "<|im_end|>\n",
+            "mistral": "</s>", "gemma": "<end_of_turn>\n", "phi3": "<|end|>\n"}  # fmt: skip
+    for family, end in ends.items():
+        tokenizer = AutoTokenizer.from_pretrained(str(models / f"tiny-{family}"))
+        encode = chat.encoder(tokenizer)
+        assert encode is not None
+        ids, trained = encode(messages, "assistant_only")
+        turns = [{"role": r, "content": c} for r, c in messages]
+        assert ids == tokenizer.apply_chat_template(turns, tokenize=True, return_dict=False)
+        learned = tokenizer.decode([i for i, t in zip(ids, trained, strict=True) if t])
+        space = " " if family == "mistral" else ""
+        closing = tokenizer.eos_token if family == "phi3" else ""
+        assert learned == f"{space}hello{end}{space}sure{end}{closing}", family
+        assert all(encode(messages, "full_sequence")[1])
