@@ -69,7 +69,8 @@ class Base:
     """One trainable base: its catalog entry, defaults and bounds."""
 
     name: str
-    revision: str
+    # A built-in base's revision; a local base's is its files' sha256 (`revision`).
+    version: str
     description: str
     parameters: int
     defaults: Mapping[str, float | int | str]
@@ -104,6 +105,18 @@ class Base:
     output: str = ""
     # The most machines (`resources.machines`) one job on it trains across.
     machines: int = 16
+
+    @property
+    def revision(self) -> str:
+        """What a job pins: a built-in base's version, or the sha256 of a local base's files
+        as they are now (`pins`: hashed when first asked for in a process, so a trainer
+        that never asks never reads a base's bytes twice)."""
+        if not self.path:
+            return self.version
+        try:
+            return pins.revision(Path(self.path))
+        except OSError:  # taken away while it was read: there is nothing to pin
+            return ""
 
     @property
     def serves_clients(self) -> bool:
@@ -155,7 +168,7 @@ class Base:
 
 FIXTURE = Base(
     name=FIXTURE_BASE,
-    revision="v1",
+    version="v1",
     description="A small Llama-style causal LM over bytes, built from a config with a seeded "
     "init; trains on a CPU in seconds.",
     parameters=FixtureArchitecture().parameters,
@@ -229,7 +242,7 @@ class DeciderArchitecture:
 # HIP-1333 §4's decision row (the `kai` row), played on CPU by a model built in code.
 DECIDER = Base(
     name=DECIDER_BASE,
-    revision="v1",
+    version="v1",
     description="A small decision model over text, built from a seeded recipe: answers "
     "choice, score and noul questions about a state; knows the sentiment, topic and spam "
     "suites.",
@@ -307,7 +320,6 @@ def local_base(directory: Path) -> Base | None:
     try:
         config = json.loads(config_path.read_text())
         tensors = {k: v for w in weights for k, v in _safetensors_header(w).items()}
-        revision = pins.revision(directory)
     except (ValueError, OSError, struct.error):
         return None
     if not any(str(a).endswith("ForCausalLM") for a in config.get("architectures", [])):
@@ -318,7 +330,7 @@ def local_base(directory: Path) -> Base | None:
     longest = int(config.get("max_position_embeddings", 2048))
     return Base(
         name=name,
-        revision=revision,
+        version="",
         description=f"A {family} language model found on this deployment's disk.",
         parameters=parameters,
         defaults={**FIXTURE.defaults, "learning_rate": 2e-4, "max_seq_length": min(512, longest)},
