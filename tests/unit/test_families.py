@@ -173,3 +173,25 @@ def test_a_bases_chats_are_encoded_with_its_own_template(models: Path) -> None:
         closing = tokenizer.eos_token if family == "phi3" else ""
         assert learned == f"{space}hello{end}{space}sure{end}{closing}", family
         assert all(encode(messages, "full_sequence")[1])
+
+
+def test_an_executor_holding_other_bytes_under_the_name_refuses_the_task(
+    models: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    from executor.agent import pinned
+    from trainyard.job.v1 import job_pb2
+
+    shutil.copytree(models / "tiny-gemma", tmp_path / "models" / "tiny-gemma")
+    env = {"TRAINYARD_MODELS_DIR": str(tmp_path / "models")}
+    pin = pins.revision(models / "tiny-gemma")
+    assert pinned.refusal(job_pb2.Job(base_model="tiny-gemma", revision=pin), env) == ""
+    make_family_model(tmp_path / "models" / "tiny-gemma", "gemma", seed=2)
+    assert pinned.refusal(job_pb2.Job(base_model="tiny-gemma", revision=pin), env) == (
+        "base_changed"
+    )
+    # A job from before bases were pinned, and a base this executor lacks: the trainer's.
+    assert pinned.refusal(job_pb2.Job(base_model="tiny-gemma", revision="local"), env) == ""
+    assert pinned.refusal(job_pb2.Job(base_model="absent", revision=pin), env) == ""
+    assert pinned.refusal(job_pb2.Job(base_model="fixture-tiny-llm", revision="v1"), env) == ""
