@@ -132,9 +132,11 @@ def test_a_family_trains_lora_and_full_reloads_and_serves_a_client(
         client = org.operator.post("/v1/train/clients", json={"base_model": name}).json()
         assert client.get("status") == "ready", client
         batch = {"data": [{"model_input": {"text": "the quick brown fox"}}], "loss_fn": "cross_entropy"}  # fmt: skip
-        first = org.call(client["id"], "forward_backward", batch)["loss"]
-        org.call(client["id"], "optim_step", {"adam_params": {"learning_rate": 0.01}})
-        assert org.call(client["id"], "forward_backward", batch)["loss"] < first
+        losses = []
+        for _ in range(3):
+            losses.append(org.call(client["id"], "forward_backward", batch)["loss"])
+            org.call(client["id"], "optim_step", {"adam_params": {"learning_rate": 0.01}})
+        assert losses[-1] < losses[0], losses
     finally:
         org.delete_all()
 
