@@ -63,6 +63,9 @@ def test_the_models_list_names_each_bases_modules_and_default_targets(
         assert ("gate_up_proj" in support["targets"]) is fused
     # The built-in base names its own, too.
     assert listed["fixture-tiny-llm"]["support"]["default_targets"] == ["q_proj", "v_proj"]
+    # `trainyard models` prints the same answer.
+    printed = stack.cli("models", key=stack.create_key(f"cli-{secrets.token_hex(3)}")).stdout
+    assert "tiny-phi3" in printed and "gate_up_proj" in printed and "default_targets" in printed
 
 
 def job_body(base: str, mode: str) -> dict[str, Any]:
