@@ -70,7 +70,7 @@ def build_server(
         tokens = PageTokens(keys.derive(config.master_key(), "page-tokens"))
         artifacts = ArtifactReader(config) if config.service_key else None
         source = reader if reader is not None else artifacts
-        catalog = Catalog.discover(config.models_dir)
+        catalog = Catalog.discover(config.models_dir, hash_ahead=True)
         service = use_cases(store, catalog, config, tokens, source, artifacts, artifacts)
         holder["service"] = service
         job_service_pb2_grpc.add_JobServiceServicer_to_server(

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import struct
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -381,6 +382,11 @@ def _files(folder: str) -> tuple[tuple[str, int, int], ...]:
         return ()
 
 
+def _pin_all(bases: list[Base]) -> None:
+    for base in bases:
+        _ = base.revision  # hashed once; later reads find each file's digest kept
+
+
 class Catalog:
     """The bases this deployment trains. With a models directory it follows that
     directory, so a model placed there (or taken away) counts without a restart: its
@@ -393,8 +399,12 @@ class Catalog:
         *,
         models_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        hash_ahead: bool = False,
     ) -> None:
+        """`hash_ahead`: hash each local base found in the background, so the create that
+        pins it does not wait for a large base's bytes to be read."""
         self._built_in = bases
+        self._hash_ahead = hash_ahead
         self._models_dir = models_dir
         self._clock = clock
         self._seen: Listing | None = None
@@ -408,9 +418,9 @@ class Catalog:
         return cls.discover(models_dir(env))
 
     @classmethod
-    def discover(cls, models_dir: Path | None) -> Catalog:
+    def discover(cls, models_dir: Path | None, *, hash_ahead: bool = False) -> Catalog:
         """The fixture and every Hugging Face causal LM found under `models_dir`."""
-        return cls(models_dir=models_dir)
+        return cls(models_dir=models_dir, hash_ahead=hash_ahead)
 
     def _rescan(self) -> None:
         """Read the models directory again when its listing changed since the last read."""
@@ -423,6 +433,8 @@ class Catalog:
         found = [b for name, _ in listing if (b := local_base(self._models_dir / name)) is not None]
         self._bases = {base.name: base for base in (*self._built_in, *found)}
         self._seen = listing
+        if self._hash_ahead and found:
+            threading.Thread(target=_pin_all, args=(found,), name="pins", daemon=True).start()
 
     def _rescan_when_stale(self) -> None:
         if self._clock() - self._read_at >= RESCAN_SECONDS:
