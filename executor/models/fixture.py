@@ -57,8 +57,15 @@ def build() -> LlamaForCausalLM:
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
-    """The sha256 of a model's weights as safetensors bytes (names in order)."""
-    state = {k: v.detach().contiguous().cpu() for k, v in sorted(model.state_dict().items())}
+    """The sha256 of a model's weights as safetensors bytes (names in order). A tensor
+    tied to one already named (a head sharing the embeddings, as Gemma's and small Qwens'
+    do) is written again under its own name: safetensors holds no shared storage."""
+    state, seen = {}, set()
+    for name, tensor in sorted(model.state_dict().items()):
+        held = tensor.detach().contiguous().cpu()
+        storage = held.untyped_storage().data_ptr()
+        state[name] = held.clone() if storage in seen else held
+        seen.add(storage)
     return hashlib.sha256(save(state)).hexdigest()
 
 

@@ -195,3 +195,17 @@ def test_an_executor_holding_other_bytes_under_the_name_refuses_the_task(
     assert pinned.refusal(job_pb2.Job(base_model="tiny-gemma", revision="local"), env) == ""
     assert pinned.refusal(job_pb2.Job(base_model="absent", revision=pin), env) == ""
     assert pinned.refusal(job_pb2.Job(base_model="fixture-tiny-llm", revision="v1"), env) == ""
+
+
+def test_a_base_whose_head_shares_its_embeddings_has_a_weights_digest(models: Path) -> None:
+    """Gemma and the small Qwens tie their head to their embeddings: the digest a result
+    names (`base_sha256`) is still read, and is the same for the same weights."""
+    from transformers import AutoModelForCausalLM
+
+    from executor.models import fixture
+
+    for family in ("gemma", "qwen2"):
+        model = AutoModelForCausalLM.from_pretrained(str(models / f"tiny-{family}"))
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        digest = fixture.weights_sha256(model)
+        assert len(digest) == 64 and digest == fixture.weights_sha256(model)
