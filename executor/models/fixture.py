@@ -117,6 +117,8 @@ BYTES = Codec(ids=lambda text: list(text.encode()), bos=BOS, eos=EOS, pad=PAD)
 class Encoded:
     input_ids: list[int]
     labels: list[int]
+    # Whether `max_seq_length` cut the chat short.
+    truncated: bool = False
 
     @property
     def trained_tokens(self) -> int:
@@ -139,10 +141,11 @@ def encode(
         learn = loss_mask == "full_sequence" or role == "assistant"
         ids += header + body
         trained += [loss_mask == "full_sequence"] * len(header) + [learn] * len(body)
+    truncated = len(ids) > max_seq_length
     ids, trained = ids[:max_seq_length], trained[:max_seq_length]
     # Causal LM labels are the next token: the model predicts ids[i+1] at position i.
     labels = [ids[i + 1] if trained[i + 1] else IGNORE for i in range(len(ids) - 1)] + [IGNORE]
-    return Encoded(ids, labels)
+    return Encoded(ids, labels, truncated)
 
 
 def collate(
