@@ -22,6 +22,7 @@ from services.jobs import spec
 from trainyard.training.catalog import DECIDER_BASE, Catalog
 
 FIXTURE = {"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"}}
+DECIDER = {"base_model": DECIDER_BASE, "dataset": {"uri": "fixture:decisions-tiny-v1"}}
 
 
 def refusal(body: dict[str, Any]) -> errors.DomainError:
@@ -53,12 +54,12 @@ def with_hp(**hp: Any) -> dict[str, Any]:
         ),
         # The decider's trainer runs none of the options.
         (
-            {**with_hp(packing=True), "base_model": DECIDER_BASE, "dataset": {"uri": "fixture:decisions-tiny-v1"}},
+            {**with_hp(packing=True), **DECIDER},
             "hyperparameters.packing",
             "",
         ),
         (
-            {**with_hp(mixed_precision="bf16"), "base_model": DECIDER_BASE, "dataset": {"uri": "fixture:decisions-tiny-v1"}},
+            {**with_hp(mixed_precision="bf16"), **DECIDER},
             "hyperparameters.mixed_precision",
             "fp32",
         ),
