@@ -2,7 +2,7 @@
 task.json): every ZeRO stage, with the optimizer offloaded too, trains the same curve as
 ZeRO 0; gradient checkpointing and packing change nothing a user sees but memory and
 speed; the schedules follow transformers' formulas; the examples `max_seq_length` cut are
-counted; bf16 trains on a CPU. fp16 and bf16's speed need a GPU (bench/gpu_options.txt)."""
+counted; bf16 trains on a CPU. fp16 and bf16's speed need a GPU (bench/gpu_options.json)."""
 
 from __future__ import annotations
 
