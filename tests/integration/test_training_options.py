@@ -129,8 +129,8 @@ def test_packing_keeps_each_examples_loss_and_counts_the_cut_ones(
     train, held, _ = data.examples(Plan.load(whole / "task.json"))
     cut = sum(len(e.input_ids) > 48 for e in (*train, *held))
     assert 0 < cut < len(train) + len(held)
-    assert series(packed, "truncated_examples") == {0: cut}
-    assert series(unpacked, "truncated_examples") == {0: cut}
+    assert series(packed, "truncated_examples") == {1: cut}
+    assert series(unpacked, "truncated_examples") == {1: cut}
 
 
 @pytest.mark.parametrize("schedule", ["linear", "cosine"])

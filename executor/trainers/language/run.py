@@ -114,6 +114,11 @@ class Examples:
     held: list[fixture.Encoded]
     pad: int
 
+    @property
+    def truncated(self) -> int:
+        """How many examples `max_seq_length` cut."""
+        return sum(e.truncated for e in (*self.train, *self.held))
+
 
 class LanguageSteps:
     """One optimizer step over this rank's share of the step's batch, the loss averaged
@@ -125,6 +130,7 @@ class LanguageSteps:
     ) -> None:
         self.engine, self.scheduler, self.trainable, self.plan = engine, scheduler, trainable, plan
         self.train, self.held, self.pad = examples.train, examples.held, examples.pad
+        self.truncated = examples.truncated
         self.batches = data.step_batches(len(self.train), plan)
         # What an empty micro-batch runs: one ignored token, so it still joins the
         # step's gradient exchange at every ZeRO stage.
@@ -175,12 +181,15 @@ class LanguageSteps:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
         tokens = sum(len(self.train[i].input_ids) for i in batch)
-        return {
+        metrics = {
             "loss": round(reported.item() / total, 6),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "grad_norm": round(grad_norm, 6),
             "tokens_per_second": round(tokens / max(elapsed, 1e-9), 1),
         }
+        if index == 0:  # a series of one point, at the first step
+            metrics["truncated_examples"] = float(self.truncated)
+        return metrics
 
     def evaluate(self) -> float:
         import torch
@@ -219,9 +228,12 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     hp, mode = plan.job.hyperparameters, plan.job.adaptation.mode
     loaded = bases.load(plan.job.base_model)
     train, held, dataset_sha = data.examples(plan, loaded.codec)
-    truncated = sum(e.truncated for e in (*train, *held))
-    say(events.Metric("truncated_examples", 0, float(truncated)))
-    say(events.Log(f"{truncated} of {len(train) + len(held)} examples cut at max_seq_length"))
+    examples = Examples(train, held, loaded.codec.pad)
+    say(
+        events.Log(
+            f"{examples.truncated} of {len(train) + len(held)} examples cut at max_seq_length"
+        )
+    )
     # The digest names the base as published, before it is held in the job's dtype.
     base_sha = fixture.weights_sha256(loaded.model)
     base = bases.at_precision(loaded.model, hp.base_load_precision)
@@ -242,7 +254,6 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
         accumulation=hp.gradient_accumulation_steps,
     )
     say(events.Log(options_line(hp)))
-    examples = Examples(train, held, loaded.codec.pad)
     steps = LanguageSteps(engine, scheduler, trainable, plan, examples)
     progress = deepspeed.train(engine, plan, stop, say, steps, held=bool(held))
     if progress.step == 0:
