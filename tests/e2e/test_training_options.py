@@ -9,7 +9,7 @@ from tests.support import StackProcess, reason, wait_for_job
 OPTIONS = {
     "max_steps": 6,
     "save_steps": 6,
-    "max_seq_length": 64,
+    "max_seq_length": 48,
     "zero_stage": 2,
     "gradient_checkpointing": True,
     "packing": True,
@@ -44,7 +44,7 @@ def test_a_job_with_options_is_frozen_with_them_and_trains_to_success(
             for s in api.get(f"/v1/train/jobs/{job['id']}/metrics").json()["series"]
         }
         assert sorted(series["loss"]) == list(range(1, 7))
-        assert series["truncated_examples"][1] > 0  # 64 tokens cut some of the fixture's chats
+        assert series["truncated_examples"][1] > 0  # 48 tokens cut some of the fixture's chats
         assert series["learning_rate"][6] == 0.0  # the cosine ends at 0
 
 
