@@ -127,6 +127,8 @@ BYTES = Codec(ids=lambda text: list(text.encode()), bos=BOS, eos=EOS, pad=PAD)
 class Encoded:
     input_ids: list[int]
     labels: list[int]
+    # Whether `max_seq_length` cut the chat short.
+    truncated: bool = False
 
     @property
     def trained_tokens(self) -> int:
@@ -144,7 +146,7 @@ def encode(
     `max_seq_length` tokens."""
     if codec.chat is not None:
         ids, trained = codec.chat(messages, loss_mask)
-        return _labelled(ids[:max_seq_length], trained[:max_seq_length])
+        return _labelled(ids, trained, max_seq_length)
     ids, trained = ([codec.bos], [False]) if codec.bos is not None else ([], [])
     for role, content in messages:
         header = codec.ids(f"<|{role}|>\n")
@@ -152,13 +154,15 @@ def encode(
         learn = loss_mask == "full_sequence" or role == "assistant"
         ids += header + body
         trained += [loss_mask == "full_sequence"] * len(header) + [learn] * len(body)
-    return _labelled(ids[:max_seq_length], trained[:max_seq_length])
+    return _labelled(ids, trained, max_seq_length)
 
 
-def _labelled(ids: list[int], trained: list[bool]) -> Encoded:
+def _labelled(ids: list[int], trained: list[bool], max_seq_length: int) -> Encoded:
+    truncated = len(ids) > max_seq_length
+    ids, trained = ids[:max_seq_length], trained[:max_seq_length]
     # Causal LM labels are the next token: the model predicts ids[i+1] at position i.
     labels = [ids[i + 1] if trained[i + 1] else IGNORE for i in range(len(ids) - 1)] + [IGNORE]
-    return Encoded(ids, labels)
+    return Encoded(ids, labels, truncated)
 
 
 def collate(

@@ -6,6 +6,7 @@ can import this module before a task names its devices."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from executor.trainers.base import Emit, Stop
-from executor.wire.plan import Plan
+from executor.wire.plan import Hyperparameters, Plan
 from trainyard.ports import free_port
 from trainyard.training import events
 
@@ -76,22 +77,76 @@ def _init_process_group(plan: Plan, emit: Emit) -> None:
     )
 
 
+# What a job's `lr_scheduler_type` names among transformers' schedules: its `constant`
+# warms up too, as `linear` and `cosine` do.
+SCHEDULES = {"linear": "linear", "cosine": "cosine", "constant": "constant_with_warmup"}
+
+
+def optimizer_of(params: list[Any], hp: Hyperparameters) -> Any:
+    """AdamW over `params`. With the optimizer offloaded on a GPU, DeepSpeed's CPUAdam
+    (compiled once per machine, 70–80 s, then cached): torch's AdamW stepping in host
+    memory is several times slower. On a CPU every tensor is in host memory already, so
+    torch's AdamW serves and nothing compiles."""
+    if hp.zero_offload == "cpu" and cuda():
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+        return DeepSpeedCPUAdam(params, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    import torch
+
+    return torch.optim.AdamW(params, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+
+
+def precision_of(hp: Hyperparameters) -> str:
+    """The precision the steps compute in. fp16 where no GPU runs it fails the run rather
+    than train in another precision. A base held in bf16 on a GPU computes in bf16, as
+    jobs did before `mixed_precision` existed."""
+    if hp.mixed_precision == "fp16" and not cuda():
+        raise SystemExit("unsupported_mixed_precision")
+    if hp.mixed_precision == "fp32" and hp.base_load_precision == "bf16" and cuda():
+        return "bf16"
+    return hp.mixed_precision
+
+
+def ds_config(hp: Hyperparameters, micro_batch: int, accumulation: int) -> dict[str, Any]:
+    """The DeepSpeed configuration of a job's options."""
+    zero: dict[str, Any] = {"stage": hp.zero_stage}
+    if hp.zero_offload == "cpu":
+        zero["offload_optimizer"] = {"device": "cpu"}
+    precision = precision_of(hp)
+    return {
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": accumulation,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,
+        # Offloading with torch's AdamW (see `optimizer_of`) is deliberate on a CPU.
+        "zero_force_ds_cpu_optimizer": False,
+        "gradient_clipping": 1.0,
+        "bf16": {"enabled": precision == "bf16"},
+        "fp16": {"enabled": precision == "fp16"},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+
+
 def engine_of(
     model: Any,
     optimizer: Any,
-    warmup_steps: int,
+    hp: Hyperparameters,
     *,
+    planned_steps: int,
     micro_batch: int,
-    zero_stage: int = 0,
-    bf16: bool = False,
+    accumulation: int = 1,
 ) -> tuple[Any, Any]:
-    """The DeepSpeed engine over `model` and the warm-up schedule it steps: the learning
-    rate ramps over `warmup_steps`, then holds."""
+    """The DeepSpeed engine over `model` as the job's options configure it, and the
+    learning-rate schedule it steps at each optimizer step (transformers' schedules)."""
     import deepspeed
-    import torch
+    from transformers import get_scheduler
 
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / (warmup_steps + 1))
+    scheduler = get_scheduler(
+        SCHEDULES[hp.lr_scheduler_type],
+        optimizer,
+        num_warmup_steps=hp.warmup_steps,
+        num_training_steps=planned_steps,
     )
     if not cuda():
         # DeepSpeed's shared-memory CPU allreduce compiles for over a minute on first
@@ -102,18 +157,20 @@ def engine_of(
         optimizer=optimizer,
         lr_scheduler=scheduler,
         dist_init_required=False,
-        config={
-            "train_micro_batch_size_per_gpu": micro_batch,
-            "gradient_accumulation_steps": 1,
-            "zero_optimization": {"stage": zero_stage},
-            "zero_allow_untested_optimizer": True,
-            "gradient_clipping": 1.0,
-            "bf16": {"enabled": bf16},
-            "steps_per_print": 10**9,
-            "wall_clock_breakdown": False,
-        },
+        config=ds_config(hp, micro_batch, accumulation),
     )
     return engine, scheduler
+
+
+def whole(engine: Any) -> contextlib.AbstractContextManager[Any]:
+    """A context in which the engine's module holds its whole weights: ZeRO-3 partitions
+    them across the ranks, and every rank must enter to gather them. What is changed
+    inside is dropped at its end; other stages hold them whole already."""
+    if engine.zero_optimization_stage() != 3:
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(list(engine.module.parameters()), modifier_rank=None)
 
 
 class Steps(Protocol):

@@ -29,6 +29,15 @@ class Hyperparameters:
     max_steps: int | None = None
     # The dtype the base's weights are held in while training: `fp32` or `bf16`.
     base_load_precision: str = "fp32"
+    gradient_accumulation_steps: int = 1
+    # The training options; a job frozen before they existed reads as it ran: fp32,
+    # ZeRO 0, the rate held after warm-up, nothing else turned on.
+    mixed_precision: str = "fp32"
+    zero_stage: int = 0
+    zero_offload: str = "none"
+    gradient_checkpointing: bool = False
+    lr_scheduler_type: str = "constant"
+    packing: bool = False
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> Hyperparameters:
@@ -44,6 +53,13 @@ class Hyperparameters:
             early_stopping_patience=int(doc.get("early_stopping_patience", 0)),
             max_steps=None if max_steps is None else int(max_steps),
             base_load_precision=str(doc.get("base_load_precision") or "fp32"),
+            gradient_accumulation_steps=int(doc.get("gradient_accumulation_steps") or 1),
+            mixed_precision=str(doc.get("mixed_precision") or "fp32"),
+            zero_stage=int(doc.get("zero_stage", 0)),
+            zero_offload=str(doc.get("zero_offload") or "none"),
+            gradient_checkpointing=bool(doc.get("gradient_checkpointing", False)),
+            lr_scheduler_type=str(doc.get("lr_scheduler_type") or "constant"),
+            packing=bool(doc.get("packing", False)),
         )
 
 

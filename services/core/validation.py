@@ -81,6 +81,14 @@ def check_identifier(field: str, value: str, pattern: re.Pattern[str], what: str
         raise errors.ValidationError(field, f"must be {what}")
 
 
+def check_one_of(field: str, value: str, allowed: tuple[str, ...]) -> None:
+    """A value of a closed set, refused naming the set (never the value)."""
+    if value not in allowed:
+        raise errors.ValidationError(
+            field, "is not one of the accepted values", metadata={"supported": ",".join(allowed)}
+        )
+
+
 def _output_only(field: FD) -> bool:
     behaviors = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
     return field_behavior_pb2.OUTPUT_ONLY in behaviors

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 
 from services.core import errors, retention
 from services.core import validation as v
-from services.jobs import remote
+from services.jobs import options, remote
 from trainyard.job.v1 import job_pb2
 from trainyard.training import decisions
 from trainyard.training.catalog import (
@@ -43,11 +43,7 @@ NAMED_SPLITS: tuple[str, ...] = ()
 BUDGET_DEFAULTS = {"accuracy": 0.02, "ece": 0.03}
 
 
-def _one_of(field: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise errors.ValidationError(
-            field, "is not one of the accepted values", metadata={"supported": ",".join(allowed)}
-        )
+_one_of = v.check_one_of
 
 
 def _unsupported(reason: str, field: str, supported: tuple[str, ...]) -> errors.DomainError:
@@ -179,6 +175,7 @@ def check_shape(job: job_pb2.Job) -> None:
         raise errors.ValidationError("hyperparameters.weight_decay", "must be between 0 and 1")
     if hp.HasField("base_load_precision"):
         _one_of("hyperparameters.base_load_precision", hp.base_load_precision, PRECISIONS)
+    options.check_shape(hp)
 
     pr = job.protect
     for suite in pr.suites:
@@ -323,6 +320,7 @@ def check_support(job: job_pb2.Job, base: Base) -> None:
             "is not supported by the base model",
             metadata={"supported": ",".join(base.precisions)},
         )
+    options.check_support(job, base)
     for path, (lo, hi) in base.ranges.items():
         section, name = path.split(".")
         holder = getattr(job, section)

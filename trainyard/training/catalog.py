@@ -36,6 +36,21 @@ def models_dir(env: Mapping[str, str]) -> Path:
 
 FIXTURE_DATASET = "fixture:synthetic-tiny-v1"
 
+MIXED_PRECISIONS = ("fp32", "bf16", "fp16")
+ZERO_STAGES = (0, 1, 2, 3)
+# The options a job turns on that a base's trainer runs or not, by their hyperparameter.
+TRAINING_OPTIONS = ("gradient_checkpointing", "packing", "zero_offload")
+# What a job leaves of the training options out is filled with: every one off, the
+# learning rate held after its warm-up (what every job ran before they existed).
+OPTION_DEFAULTS: Mapping[str, float | int | str] = {
+    "mixed_precision": "fp32",
+    "zero_stage": 0,
+    "zero_offload": "none",
+    "gradient_checkpointing": False,
+    "lr_scheduler_type": "constant",
+    "packing": False,
+}
+
 # What a caller naming a base the catalog lacks is told: where approved bases are listed
 # and how an operator adds one (the directory by its setting, never by its path).
 UNKNOWN_BASE_MESSAGE = (
@@ -90,6 +105,11 @@ class Base:
     terms: tuple[str, ...] = ()
     suites: tuple[str, ...] = ()
     zero_stage: int = 0
+    # What `hyperparameters.mixed_precision` and `zero_stage` may name on it.
+    mixed_precisions: tuple[str, ...] = MIXED_PRECISIONS
+    zero_stages: tuple[int, ...] = ZERO_STAGES
+    # The training options its trainer runs when a job turns them on (TRAINING_OPTIONS).
+    options: tuple[str, ...] = TRAINING_OPTIONS
     duration: Mapping[str, float] = dataclasses.field(default_factory=dict)
     # The seconds a run of this base most likely spends after training (saving, merging,
     # uploading): what its expected price adds. Admission's ceiling keeps `002_…`'s
@@ -163,6 +183,9 @@ class Base:
                 default_targets=self.default_targets,
                 nouns=("job", "client") if self.serves_clients else ("job",),
                 machines=self.machines,
+                mixed_precisions=self.mixed_precisions,
+                zero_stages=self.zero_stages,
+                options=self.options,
             ),
         )
 
@@ -185,6 +208,7 @@ FIXTURE = Base(
         "save_steps": 10,
         "seed": 0,
         "weight_decay": 0.0,
+        **OPTION_DEFAULTS,
     },
     adaptation={"mode": "full"},
     ranges={
@@ -199,6 +223,7 @@ FIXTURE = Base(
         "hyperparameters.save_steps": (1, 1000),
         "hyperparameters.seed": (0, 2**31 - 1),
         "hyperparameters.weight_decay": (0.0, 1.0),
+        "hyperparameters.zero_stage": (0, 3),
         "adaptation.rank": (1, 256),
         "adaptation.alpha": (1, 1024),
     },
@@ -260,6 +285,7 @@ DECIDER = Base(
         "save_steps": 10,
         "seed": 0,
         "weight_decay": 0.0,
+        **OPTION_DEFAULTS,
     },
     adaptation={"mode": "readout"},
     ranges=FIXTURE.ranges,
@@ -269,6 +295,11 @@ DECIDER = Base(
     datasets=("fixture", "artifact", "s3", "hf"),
     loss_masks=("assistant_only",),
     precisions=("fp32",),
+    # Its trainer is one process over a model of a few hundred thousand weights: fp32,
+    # nothing partitioned, no activations worth recomputing, no sequences to pack.
+    mixed_precisions=("fp32",),
+    zero_stages=(0,),
+    options=(),
     protect=("suites", "projection", "distillation"),
     terms=("pairwise_margin", "hard_margin", "consistency"),
     suites=tuple(decisions.SUITES),

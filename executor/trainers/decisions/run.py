@@ -163,7 +163,11 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     )
     # The effective batch is one micro-batch: the pair terms see all of it.
     engine, scheduler = deepspeed.engine_of(
-        model, optimizer, hp.warmup_steps, micro_batch=plan.job.effective_batch_size
+        model,
+        optimizer,
+        hp,
+        planned_steps=plan.job.planned_steps,
+        micro_batch=plan.job.effective_batch_size,
     )
     steps = DecisionSteps(engine, scheduler, plan, (train, held), kept, trainable)
     progress = deepspeed.train(

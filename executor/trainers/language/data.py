@@ -64,5 +64,10 @@ def step_batches(count: int, plan: Plan) -> list[list[int]]:
 def my_share(batch: list[int], plan: Plan) -> list[list[int]]:
     """This rank's micro-batches of one global batch."""
     per_device = plan.job.hyperparameters.per_device_train_batch_size
-    mine = batch[plan.task.rank :: plan.task.world_size]
-    return [mine[i : i + per_device] for i in range(0, len(mine), per_device)] or [[]]
+    share = mine(batch, plan)
+    return [share[i : i + per_device] for i in range(0, len(share), per_device)] or [[]]
+
+
+def mine(batch: list[int], plan: Plan) -> list[int]:
+    """This rank's examples of one global batch."""
+    return batch[plan.task.rank :: plan.task.world_size]

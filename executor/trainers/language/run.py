@@ -12,9 +12,9 @@ from typing import Any
 from executor.models import bases, fixture
 from executor.trainers import deepspeed
 from executor.trainers.base import Emit, Stop
-from executor.trainers.language import data, outputs
+from executor.trainers.language import batches, data, outputs
 from executor.wire import protocol
-from executor.wire.plan import Plan
+from executor.wire.plan import Hyperparameters, Plan
 from trainyard.training import events
 
 
@@ -44,8 +44,10 @@ def adapted(base: Any, plan: Plan, say: Emit) -> Any:
     ad = plan.job.adaptation
     if ad.mode != "lora":
         return base
+    import torch
     from peft import LoraConfig, get_peft_model
 
+    torch.manual_seed(plan.job.hyperparameters.seed)  # the job's seed fixes the init
     lora = LoraConfig(
         r=ad.rank,
         lora_alpha=ad.alpha,
@@ -61,6 +63,27 @@ def adapted(base: Any, plan: Plan, say: Emit) -> Any:
     return model
 
 
+def checkpointed(base: Any, mode: str) -> None:
+    """Recompute the base's activations in the backward pass (torch's non-reentrant
+    checkpoint). A LoRA leaves the embeddings frozen: their output is made to require
+    grad so every checkpointed block has a gradient to carry back."""
+    base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if mode == "lora":
+        base.enable_input_require_grads()
+
+
+def options_line(hp: Hyperparameters) -> str:
+    """The training options as the run applies them, for the job's log."""
+    offload = f", optimizer offloaded to {hp.zero_offload}" if hp.zero_offload != "none" else ""
+    return (
+        f"{deepspeed.precision_of(hp)} compute, ZeRO stage {hp.zero_stage}{offload}, "
+        f"{hp.gradient_accumulation_steps} micro-batches a step, {hp.lr_scheduler_type} "
+        f"schedule after {hp.warmup_steps} warm-up steps, gradient checkpointing "
+        f"{'on' if hp.gradient_checkpointing else 'off'}, packing "
+        f"{'on' if hp.packing else 'off'}"
+    )
+
+
 def weights(module: Any, mode: str) -> dict[str, Any]:
     """A copy of what the run trained: the whole model, or the adapter."""
     if mode == "lora":
@@ -72,19 +95,17 @@ def weights(module: Any, mode: str) -> dict[str, Any]:
     return {k: v.detach().clone().cpu() for k, v in state.items()}
 
 
-def _loss_sum(engine: Any, rows: list[fixture.Encoded], pad: int) -> tuple[Any, Any]:
-    """The summed cross-entropy of rows on the engine's model, and their labels."""
+def _loss_sum(engine: Any, rows: batches.Rows) -> Any:
+    """The summed cross-entropy of a micro-batch on the engine's model."""
     import torch
 
-    ids, labels, mask = (t.to(engine.device) for t in fixture.collate(rows, pad))
-    logits = engine(input_ids=ids, attention_mask=mask).logits.float()
-    summed = torch.nn.functional.cross_entropy(
+    logits = engine(**rows.inputs(engine.device)).logits.float()
+    return torch.nn.functional.cross_entropy(
         logits.view(-1, logits.size(-1)),
-        labels.view(-1),
+        rows.labels.to(engine.device).view(-1),
         ignore_index=fixture.IGNORE,
         reduction="sum",
     )
-    return summed, labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,17 +114,37 @@ class Examples:
     held: list[fixture.Encoded]
     pad: int
 
+    @property
+    def truncated(self) -> int:
+        """How many examples `max_seq_length` cut."""
+        return sum(e.truncated for e in (*self.train, *self.held))
+
 
 class LanguageSteps:
     """One optimizer step over this rank's share of the step's batch, the loss averaged
-    over the global batch's trained tokens."""
+    over the global batch's trained tokens. Every rank runs `gradient_accumulation_steps`
+    micro-steps a step, and DeepSpeed's count of them ends it."""
 
     def __init__(
         self, engine: Any, scheduler: Any, trainable: list[Any], plan: Plan, examples: Examples
     ) -> None:
         self.engine, self.scheduler, self.trainable, self.plan = engine, scheduler, trainable, plan
         self.train, self.held, self.pad = examples.train, examples.held, examples.pad
+        self.truncated = examples.truncated
         self.batches = data.step_batches(len(self.train), plan)
+        # What an empty micro-batch runs: one ignored token, so it still joins the
+        # step's gradient exchange at every ZeRO stage.
+        self.idle = batches.padded([fixture.Encoded([self.pad], [fixture.IGNORE])], self.pad)
+
+    def micro_batches(self, batch: list[int]) -> list[batches.Rows | None]:
+        hp = self.plan.job.hyperparameters
+        return batches.micro_batches(
+            [self.train[i] for i in data.mine(batch, self.plan)],
+            per_device=hp.per_device_train_batch_size,
+            accumulation=hp.gradient_accumulation_steps,
+            pad=self.pad,
+            pack_width=hp.max_seq_length if hp.packing else None,
+        )
 
     def step(self, index: int) -> dict[str, float]:
         import torch
@@ -112,39 +153,43 @@ class LanguageSteps:
         engine, world = self.engine, self.plan.task.world_size
         batch = self.batches[index]
         tick = time.perf_counter()
-        micro = data.my_share(batch, self.plan)
-        counts = torch.tensor([float(sum(self.train[i].trained_tokens for m in micro for i in m))])
+        counts = torch.tensor(
+            [float(sum(self.train[i].trained_tokens for i in data.mine(batch, self.plan)))]
+        )
         if world > 1:
             dist.all_reduce(counts)
         total = max(1.0, counts.item())
         loss_sum, grad_norm = 0.0, 0.0
         engine.train()
-        for n, group in enumerate(micro):
-            last = n == len(micro) - 1
-            engine.set_gradient_accumulation_boundary(last)
-            if not group:
-                # An empty share still joins the step's gradient exchange.
-                loss = sum(p.sum() * 0.0 for p in self.trainable)
+        for rows in self.micro_batches(batch):
+            summed = _loss_sum(engine, rows or self.idle)
+            if rows is None:
+                loss = summed * 0.0
             else:
-                summed, _ = _loss_sum(engine, [self.train[i] for i in group], self.pad)
                 loss_sum += summed.item()
                 # Mean over the global batch's tokens; DeepSpeed averages across ranks.
                 loss = summed / total * world
             engine.backward(loss, scale_wrt_gas=False)
-            if last:  # gradients are whole (and reduced) at the boundary
+            boundary = engine.is_gradient_accumulation_boundary()
+            if boundary:  # gradients are whole (and reduced) here, where ZeRO 0 keeps them
                 grad_norm = _grad_norm(self.trainable)
             engine.step()
+            if boundary:  # ZeRO 1–3 and mixed precision measure it as they step
+                grad_norm = _stepped_norm(engine, grad_norm)
         reported = torch.tensor([loss_sum])
         if world > 1:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
         tokens = sum(len(self.train[i].input_ids) for i in batch)
-        return {
+        metrics = {
             "loss": round(reported.item() / total, 6),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "grad_norm": round(grad_norm, 6),
             "tokens_per_second": round(tokens / max(elapsed, 1e-9), 1),
         }
+        if index == 0:  # a series of one point, at the first step
+            metrics["truncated_examples"] = float(self.truncated)
+        return metrics
 
     def evaluate(self) -> float:
         import torch
@@ -153,13 +198,22 @@ class LanguageSteps:
         total, count = 0.0, 0
         with torch.no_grad():
             for i in range(0, len(self.held), 8):
-                summed, labels = _loss_sum(self.engine, self.held[i : i + 8], self.pad)
-                total += summed.item()
-                count += int((labels != fixture.IGNORE).sum())
+                rows = batches.padded(self.held[i : i + 8], self.pad)
+                total += _loss_sum(self.engine, rows).item()
+                count += int((rows.labels != fixture.IGNORE).sum())
         return total / max(count, 1)
 
     def snapshot(self) -> dict[str, Any]:
-        return weights(self.engine.module, self.plan.job.adaptation.mode)
+        with deepspeed.whole(self.engine):
+            return weights(self.engine.module, self.plan.job.adaptation.mode)
+
+
+def _stepped_norm(engine: Any, measured: float) -> float:
+    """The gradient norm DeepSpeed measured in its step, where it measured one."""
+    norm = engine.get_global_grad_norm()
+    if norm is None:
+        return measured
+    return float(norm.item() if hasattr(norm, "item") else norm)
 
 
 def _grad_norm(params: list[Any]) -> float:
@@ -170,54 +224,78 @@ def _grad_norm(params: list[Any]) -> float:
 
 
 def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
-    import torch
-
     say = deepspeed.lead_only(plan, emit)
     hp, mode = plan.job.hyperparameters, plan.job.adaptation.mode
     loaded = bases.load(plan.job.base_model)
     train, held, dataset_sha = data.examples(plan, loaded.codec)
+    examples = Examples(train, held, loaded.codec.pad)
+    say(
+        events.Log(
+            f"{examples.truncated} of {len(train) + len(held)} examples cut at max_seq_length"
+        )
+    )
     # The digest names the base as published, before it is held in the job's dtype.
     base_sha = fixture.weights_sha256(loaded.model)
     base = bases.at_precision(loaded.model, hp.base_load_precision)
     say(events.Log(f"base loaded in {hp.base_load_precision}"))
+    if hp.gradient_checkpointing:
+        checkpointed(base, mode)
     model = adapted(base, plan, say)
     initial = (
         {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
     )
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
     engine, scheduler = deepspeed.engine_of(
         model,
-        optimizer,
-        hp.warmup_steps,
+        deepspeed.optimizer_of(trainable, hp),
+        hp,
+        planned_steps=plan.job.planned_steps,
         micro_batch=hp.per_device_train_batch_size,
-        zero_stage=loaded.zero_stage,
-        # Mixed precision on a GPU where the job asks for bf16; fp32 stays fp32.
-        bf16=hp.base_load_precision == "bf16" and deepspeed.cuda(),
+        accumulation=hp.gradient_accumulation_steps,
     )
-    examples = Examples(train, held, loaded.codec.pad)
+    say(events.Log(options_line(hp)))
     steps = LanguageSteps(engine, scheduler, trainable, plan, examples)
     progress = deepspeed.train(engine, plan, stop, say, steps, held=bool(held))
-    step = progress.step
-    if step == 0:
+    if progress.step == 0:
         say(events.Status("cancelled"))
         return 0
-    if progress.served is None or not held:
+    say(events.Status("finalizing"))
+    deepspeed.save_state(engine, plan, progress.state)
+    # Every rank gathers ZeRO-3's partitioned weights; the lead writes them.
+    with deepspeed.whole(engine):
+        if plan.lead:
+            _finish(plan, loaded, engine, progress, Base(initial, base_sha, dataset_sha))
+    if not plan.lead:
+        emit(events.Status("done"))
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+    """What the run started from: the base's weights (a full run's), their digest, and the
+    dataset's."""
+
+    initial: dict[str, Any]
+    sha256: str
+    dataset_sha256: str
+
+
+def _finish(
+    plan: Plan, loaded: bases.Loaded, engine: Any, progress: deepspeed.Progress, base: Base
+) -> None:
+    """The lead's last words: the output the job names and the result."""
+    mode, step = plan.job.adaptation.mode, progress.step
+    if progress.served is None:
         served, served_step = weights(engine.module, mode), step
     else:
         served, served_step = progress.served, int(progress.state["best_step"])
-    say(events.Status("finalizing"))
-    deepspeed.save_state(engine, plan, progress.state)
-    if not plan.lead:
-        emit(events.Status("done"))
-        return 0
     training_seconds = time.monotonic() - progress.started
     best_step = progress.state["best_step"]
     outputs.write(
         plan,
         loaded,
         outputs.Trained(
-            engine.module, served, initial, base_sha, served_step, progress.evals, best_step
+            engine.module, served, base.initial, base.sha256, served_step, progress.evals, best_step
         ),
     )
     evaluation = protocol.evaluation_block(
@@ -226,12 +304,11 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     protocol.end(
         plan.work / "state",
         plan.output_dir,
-        base_sha256=base_sha,
+        base_sha256=base.sha256,
         step=step,
         served_step=served_step,
-        dataset_sha256=dataset_sha,
+        dataset_sha256=base.dataset_sha256,
         training_seconds=training_seconds,
         evaluated=evaluation,
         stop_reason=progress.stop_reason,
     )
-    return 0

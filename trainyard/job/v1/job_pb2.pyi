@@ -175,7 +175,7 @@ class Adaptation(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., rank: _Optional[int] = ..., alpha: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ..., basis: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., residual_rank: _Optional[int] = ..., chose: _Optional[str] = ...) -> None: ...
 
 class Hyperparameters(_message.Message):
-    __slots__ = ("num_train_epochs", "max_steps", "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "max_seq_length", "early_stopping_patience", "base_load_precision", "save_steps", "seed", "weight_decay")
+    __slots__ = ("num_train_epochs", "max_steps", "learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "warmup_steps", "max_seq_length", "early_stopping_patience", "base_load_precision", "save_steps", "seed", "weight_decay", "mixed_precision", "zero_stage", "zero_offload", "gradient_checkpointing", "lr_scheduler_type", "packing")
     NUM_TRAIN_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +188,12 @@ class Hyperparameters(_message.Message):
     SAVE_STEPS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_DECAY_FIELD_NUMBER: _ClassVar[int]
+    MIXED_PRECISION_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
+    ZERO_OFFLOAD_FIELD_NUMBER: _ClassVar[int]
+    GRADIENT_CHECKPOINTING_FIELD_NUMBER: _ClassVar[int]
+    LR_SCHEDULER_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PACKING_FIELD_NUMBER: _ClassVar[int]
     num_train_epochs: int
     max_steps: int
     learning_rate: float
@@ -200,7 +206,13 @@ class Hyperparameters(_message.Message):
     save_steps: int
     seed: int
     weight_decay: float
-    def __init__(self, num_train_epochs: _Optional[int] = ..., max_steps: _Optional[int] = ..., learning_rate: _Optional[float] = ..., per_device_train_batch_size: _Optional[int] = ..., gradient_accumulation_steps: _Optional[int] = ..., warmup_steps: _Optional[int] = ..., max_seq_length: _Optional[int] = ..., early_stopping_patience: _Optional[int] = ..., base_load_precision: _Optional[str] = ..., save_steps: _Optional[int] = ..., seed: _Optional[int] = ..., weight_decay: _Optional[float] = ...) -> None: ...
+    mixed_precision: str
+    zero_stage: int
+    zero_offload: str
+    gradient_checkpointing: bool
+    lr_scheduler_type: str
+    packing: bool
+    def __init__(self, num_train_epochs: _Optional[int] = ..., max_steps: _Optional[int] = ..., learning_rate: _Optional[float] = ..., per_device_train_batch_size: _Optional[int] = ..., gradient_accumulation_steps: _Optional[int] = ..., warmup_steps: _Optional[int] = ..., max_seq_length: _Optional[int] = ..., early_stopping_patience: _Optional[int] = ..., base_load_precision: _Optional[str] = ..., save_steps: _Optional[int] = ..., seed: _Optional[int] = ..., weight_decay: _Optional[float] = ..., mixed_precision: _Optional[str] = ..., zero_stage: _Optional[int] = ..., zero_offload: _Optional[str] = ..., gradient_checkpointing: _Optional[bool] = ..., lr_scheduler_type: _Optional[str] = ..., packing: _Optional[bool] = ...) -> None: ...
 
 class Protection(_message.Message):
     __slots__ = ("suites", "capabilities", "projection", "distillation", "budget")

@@ -64,7 +64,7 @@ class DurationModel(_message.Message):
     def __init__(self, fixed_seconds: _Optional[float] = ..., reference_seq_length: _Optional[int] = ..., reference_step_seconds: _Optional[float] = ..., step_seconds_per_token: _Optional[float] = ...) -> None: ...
 
 class SupportTable(_message.Message):
-    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets", "nouns", "machines", "default_targets")
+    __slots__ = ("adaptations", "protect", "terms", "outputs", "datasets", "devices", "loss_masks", "base_load_precisions", "evaluation_suites", "targets", "nouns", "machines", "default_targets", "mixed_precisions", "zero_stages", "options")
     ADAPTATIONS_FIELD_NUMBER: _ClassVar[int]
     PROTECT_FIELD_NUMBER: _ClassVar[int]
     TERMS_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +78,9 @@ class SupportTable(_message.Message):
     NOUNS_FIELD_NUMBER: _ClassVar[int]
     MACHINES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TARGETS_FIELD_NUMBER: _ClassVar[int]
+    MIXED_PRECISIONS_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
     adaptations: _containers.RepeatedScalarFieldContainer[str]
     protect: _containers.RepeatedScalarFieldContainer[str]
     terms: _containers.RepeatedScalarFieldContainer[str]
@@ -91,4 +94,7 @@ class SupportTable(_message.Message):
     nouns: _containers.RepeatedScalarFieldContainer[str]
     machines: int
     default_targets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., nouns: _Optional[_Iterable[str]] = ..., machines: _Optional[int] = ..., default_targets: _Optional[_Iterable[str]] = ...) -> None: ...
+    mixed_precisions: _containers.RepeatedScalarFieldContainer[str]
+    zero_stages: _containers.RepeatedScalarFieldContainer[int]
+    options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, adaptations: _Optional[_Iterable[str]] = ..., protect: _Optional[_Iterable[str]] = ..., terms: _Optional[_Iterable[str]] = ..., outputs: _Optional[_Iterable[str]] = ..., datasets: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., loss_masks: _Optional[_Iterable[str]] = ..., base_load_precisions: _Optional[_Iterable[str]] = ..., evaluation_suites: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., nouns: _Optional[_Iterable[str]] = ..., machines: _Optional[int] = ..., default_targets: _Optional[_Iterable[str]] = ..., mixed_precisions: _Optional[_Iterable[str]] = ..., zero_stages: _Optional[_Iterable[int]] = ..., options: _Optional[_Iterable[str]] = ...) -> None: ...
