@@ -115,6 +115,7 @@ INT = "int"
 # the data contract (002) shows as `null`, the block that did not apply or never ran.
 NULLABLE = {
     "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
+    "trainyard.job.v1.Progress": ("mfu", "peak_tflops"),
     "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
 }
 

@@ -55,6 +55,11 @@ _PROGRESS_FIELDS = {
     "eval_loss": "eval_loss",
     "learning_rate": "learning_rate",
     "tokens_per_second": "tokens_per_second",
+    "samples_per_second": "samples_per_second",
+    "model_tflops": "model_tflops",
+    "mfu": "mfu",
+    "flops_per_token": "flops_per_token",
+    "peak_tflops": "peak_tflops",
 }
 # Refusals of another service that a later try may not meet.
 TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})

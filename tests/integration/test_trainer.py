@@ -113,8 +113,12 @@ def test_the_fixture_learns_for_exactly_its_planned_steps(
     loss = series(events, "loss")
     assert sorted(loss) == list(range(1, 25))
     assert loss[24] < 0.75 * loss[1]
-    for name in ("learning_rate", "grad_norm", "tokens_per_second"):
+    for name in ("learning_rate", "grad_norm", "tokens_per_second", "samples_per_second"):
         assert len(series(events, name)) == 24
+    # Model FLOPs a second every step; what they are measured against once; no MFU on CPU.
+    assert all(v > 0 for v in series(events, "model_tflops").values())
+    assert list(series(events, "flops_per_token")) == [1]
+    assert series(events, "mfu") == {} and series(events, "peak_tflops") == {}
     statuses = [e["status"] for e in events if e["type"] == "status"]
     assert statuses == ["accepted", "running", "finalizing"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.models import bases, fixture
-from executor.trainers import deepspeed
+from executor.trainers import deepspeed, throughput
 from executor.trainers.base import Emit, Stop
 from executor.trainers.language import data, outputs
 from executor.wire import protocol
@@ -94,16 +94,54 @@ class Examples:
     pad: int
 
 
+def compute_precision(hp: Any) -> str:
+    """The precision the run's matmuls compute in: `mixed_precision` where the job names
+    it, else the base's held dtype (`bf16` holds and computes in bf16), on a GPU; fp32 on
+    the CPU, where no mixed precision runs."""
+    if not deepspeed.cuda():
+        return "fp32"
+    mixed = getattr(hp, "mixed_precision", "")
+    return str(mixed or hp.base_load_precision)
+
+
+def metered(model: Any, plan: Plan, say: Emit) -> tuple[throughput.Shape, float | None]:
+    """The model's FLOPs shape and the whole world's dense peak (None without one); says
+    what they were computed from."""
+    import torch
+
+    shape = throughput.shape_of(model, adapter=plan.job.adaptation.mode == "lora")
+    precision = compute_precision(plan.job.hyperparameters)
+    device = torch.cuda.get_device_name(0) if deepspeed.cuda() else "cpu"
+    peak = throughput.peak_tflops(device, precision) if deepspeed.cuda() else None
+    world = plan.task.world_size
+    say(
+        events.Log(
+            f"throughput: {world} x {device} in {precision}, "
+            f"{shape.flops_per_token():.4g} FLOPs a token, dense peak "
+            + (f"{peak:g} TFLOP/s a device" if peak else "unknown (no MFU)")
+        )
+    )
+    return shape, peak * world if peak else None
+
+
 class LanguageSteps:
     """One optimizer step over this rank's share of the step's batch, the loss averaged
     over the global batch's trained tokens."""
 
     def __init__(
-        self, engine: Any, scheduler: Any, trainable: list[Any], plan: Plan, examples: Examples
+        self,
+        engine: Any,
+        scheduler: Any,
+        trainable: list[Any],
+        plan: Plan,
+        examples: Examples,
+        meter: tuple[throughput.Shape, float | None],
     ) -> None:
         self.engine, self.scheduler, self.trainable, self.plan = engine, scheduler, trainable, plan
         self.train, self.held, self.pad = examples.train, examples.held, examples.pad
         self.batches = data.step_batches(len(self.train), plan)
+        self.shape, self.peak = meter
+        self.first = True  # this process's first step also reports what MFU is over
 
     def step(self, index: int) -> dict[str, float]:
         import torch
@@ -138,13 +176,30 @@ class LanguageSteps:
         if world > 1:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
-        tokens = sum(len(self.train[i].input_ids) for i in batch)
         return {
             "loss": round(reported.item() / total, 6),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "grad_norm": round(grad_norm, 6),
-            "tokens_per_second": round(tokens / max(elapsed, 1e-9), 1),
+            **self._rates([len(self.train[i].input_ids) for i in batch], elapsed),
         }
+
+    def _rates(self, lengths: list[int], elapsed: float) -> dict[str, float]:
+        """The step's throughput series; `mfu` only where the device has a known peak,
+        and the first step also the FLOPs a token and the peak they are measured against."""
+        r = throughput.rates(self.shape, lengths, elapsed, self.peak)
+        out = {
+            "tokens_per_second": round(r.tokens_per_second, 1),
+            "samples_per_second": round(r.samples_per_second, 3),
+            "model_tflops": round(r.model_tflops, 6),
+        }
+        if r.mfu is not None:
+            out["mfu"] = round(r.mfu, 5)
+        if self.first:
+            self.first = False
+            out["flops_per_token"] = self.shape.flops_per_token()
+            if self.peak:
+                out["peak_tflops"] = self.peak
+        return out
 
     def evaluate(self) -> float:
         import torch
@@ -196,7 +251,9 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
         bf16=hp.base_load_precision == "bf16" and deepspeed.cuda(),
     )
     examples = Examples(train, held, loaded.codec.pad)
-    steps = LanguageSteps(engine, scheduler, trainable, plan, examples)
+    steps = LanguageSteps(
+        engine, scheduler, trainable, plan, examples, metered(engine.module, plan, say)
+    )
     progress = deepspeed.train(engine, plan, stop, say, steps, held=bool(held))
     step = progress.step
     if step == 0:
