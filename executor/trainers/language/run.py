@@ -155,7 +155,10 @@ class LanguageSteps:
         if world > 1:
             dist.all_reduce(counts)
         total = max(1.0, counts.item())
-        loss_sum, grad_norm = 0.0, 0.0
+        # The loss stays on the device until the step ends: one sync a step, not one a
+        # micro-batch.
+        loss_sum: Any = 0.0
+        grad_norm = 0.0
         engine.train()
         for n, group in enumerate(micro):
             last = n == len(micro) - 1
@@ -165,14 +168,14 @@ class LanguageSteps:
                 loss = sum(p.sum() * 0.0 for p in self.trainable)
             else:
                 summed, _ = _loss_sum(engine, [self.train[i] for i in group], self.pad)
-                loss_sum += summed.item()
+                loss_sum = loss_sum + summed.detach()
                 # Mean over the global batch's tokens; DeepSpeed averages across ranks.
                 loss = summed / total * world
             engine.backward(loss, scale_wrt_gas=False)
             if last:  # gradients are whole (and reduced) at the boundary
                 grad_norm = _grad_norm(self.trainable)
             engine.step()
-        reported = torch.tensor([loss_sum])
+        reported = torch.tensor([float(loss_sum)])
         if world > 1:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
@@ -194,6 +197,10 @@ class LanguageSteps:
         }
         if r.mfu is not None:
             out["mfu"] = round(r.mfu, 5)
+        if deepspeed.cuda():
+            import torch
+
+            out["peak_memory_bytes"] = float(torch.cuda.max_memory_allocated())
         if self.first:
             self.first = False
             out["flops_per_token"] = self.shape.flops_per_token()
@@ -224,9 +231,28 @@ def _grad_norm(params: list[Any]) -> float:
     return float(torch.stack(grads).norm()) if grads else 0.0
 
 
-def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
+def engine_for(model: Any, plan: Plan, zero_stage: int) -> tuple[Any, Any, list[Any]]:
+    """The DeepSpeed engine that trains `model` by the job's recipe (its optimizer,
+    schedule, precision and ZeRO stage), its schedule, and the parameters it trains. The
+    bare loop of bench/training.py builds its engine here too, so the two cannot drift."""
     import torch
 
+    hp = plan.job.hyperparameters
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    engine, scheduler = deepspeed.engine_of(
+        model,
+        optimizer,
+        hp.warmup_steps,
+        micro_batch=hp.per_device_train_batch_size,
+        zero_stage=zero_stage,
+        # Mixed precision on a GPU where the job asks for bf16; fp32 stays fp32.
+        bf16=hp.base_load_precision == "bf16" and deepspeed.cuda(),
+    )
+    return engine, scheduler, trainable
+
+
+def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     say = deepspeed.lead_only(plan, emit)
     hp, mode = plan.job.hyperparameters, plan.job.adaptation.mode
     loaded = bases.load(plan.job.base_model)
@@ -239,17 +265,7 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     initial = (
         {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
     )
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
-    engine, scheduler = deepspeed.engine_of(
-        model,
-        optimizer,
-        hp.warmup_steps,
-        micro_batch=hp.per_device_train_batch_size,
-        zero_stage=loaded.zero_stage,
-        # Mixed precision on a GPU where the job asks for bf16; fp32 stays fp32.
-        bf16=hp.base_load_precision == "bf16" and deepspeed.cuda(),
-    )
+    engine, scheduler, trainable = engine_for(model, plan, loaded.zero_stage)
     examples = Examples(train, held, loaded.codec.pad)
     steps = LanguageSteps(
         engine, scheduler, trainable, plan, examples, metered(engine.module, plan, say)
