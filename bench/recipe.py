@@ -93,6 +93,7 @@ def task_file(work: Path, job: dict[str, Any], rows: list[datasets.Row] | None =
     """`task.json` for a one-process run of `job` in `work`; with `rows`, the job trains
     on a snapshot of them rather than its dataset."""
     work.mkdir(parents=True, exist_ok=True)
+    job = dict(job)
     doc: dict[str, Any] = {"job": job, "task": {"rank": 0, "world_size": 1}}
     doc["output_dir"] = str(work / "out")
     if rows is not None:

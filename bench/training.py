@@ -34,6 +34,7 @@ from google.protobuf import json_format, struct_pb2
 from bench import recipe
 from bench.recipe import Trace
 from bench.stack import running
+from services.core import errors
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
 # What the figures are measured against: the goal (issue 29) and the last runs printed.
@@ -144,7 +145,7 @@ def report(args: argparse.Namespace, job: Trace, before: Trace, after: Trace) ->
     if job.mfu:
         mfu = sorted(job.mfu.values())[len(job.mfu) // 2]
         print(f"MFU (median step): {100 * mfu:.1f}%")
-    if job.peak_memory or before.peak_memory:
+    if job.peak_memory:  # the trainer reports it on a GPU
         print(
             f"peak memory: job {job.peak_memory / 2**30:.2f} GiB, "
             f"bare {before.peak_memory / 2**30:.2f} GiB"
@@ -169,8 +170,12 @@ def main() -> None:
         parser.error("--words needs --through trainer (a stack trains on a dataset it holds)")
     spec = _spec(args)
     rows = recipe.long_rows(256, args.words) if args.words else None
+    try:
+        job_doc = recipe.admitted(spec)
+    except errors.DomainError as exc:  # an option this checkout does not know, say
+        parser.exit(2, f"the job is refused at admission: {exc}\n")
     with tempfile.TemporaryDirectory() as work:
-        task = recipe.task_file(Path(work) / "bare", recipe.admitted(spec), rows)
+        task = recipe.task_file(Path(work) / "bare", job_doc, rows)
         before = recipe.bare_in_a_fresh_process(task)
         if args.through == "stack":
             job, latency, final = through_stack(spec)

@@ -44,8 +44,11 @@ def adapted(base: Any, plan: Plan, say: Emit) -> Any:
     ad = plan.job.adaptation
     if ad.mode != "lora":
         return base
+    import torch
     from peft import LoraConfig, get_peft_model
 
+    # The job's seed fixes the adapter's initialisation: the same job, the same LoRA.
+    torch.manual_seed(plan.job.hyperparameters.seed)
     lora = LoraConfig(
         r=ad.rank,
         lora_alpha=ad.alpha,
