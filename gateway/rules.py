@@ -12,6 +12,8 @@ from typing import TypedDict
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
+from trainyard.rest import NULLABLE
+
 DESCRIPTOR = Path(__file__).parent / "trainyard.binpb"
 VERBS = ("get", "put", "post", "delete", "patch")
 _F = descriptor_pb2.FieldDescriptorProto
@@ -111,12 +113,6 @@ _WIDE = {_F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_SINT64, _F.TYPE_FIXED64, _F.TYPE
 # Messages proto JSON writes as something else than an object of their fields; never walked.
 _OPAQUE = "google."
 INT = "int"
-# The fields a REST answer writes `null` when unset, where proto JSON leaves them out: those
-# the data contract (002) shows as `null`, the block that did not apply or never ran.
-NULLABLE = {
-    "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
-    "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
-}
 
 
 class Shape(TypedDict):

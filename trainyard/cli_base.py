@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from trainyard import sdk
+from trainyard.rest import NULLABLE
 
 # Exit codes, as `trainyard --help` lists them.
 REFUSED, JOB_UNSUCCESSFUL, UNREACHABLE = 1, 3, 4
@@ -80,10 +81,14 @@ _WIDE = frozenset({FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64
 
 
 def numbers(message: Message, as_dict: dict[str, Any]) -> dict[str, Any]:
-    """`as_dict` (`message` as proto JSON) with each 64-bit integer a number, as the REST
-    face writes it: amounts and counters print as they read there."""
+    """`as_dict` (`message` as proto JSON) with each 64-bit integer a number and each of
+    the contract's `null`s written, as the REST face writes them: amounts, counters and
+    figures a device cannot give print as they read there."""
+    nulls = NULLABLE.get(message.DESCRIPTOR.full_name, ())
     for field in message.DESCRIPTOR.fields:
-        if field.name not in as_dict:
+        if field.name in nulls and not message.HasField(field.name):
+            as_dict[field.name] = None
+        if field.name not in as_dict or as_dict[field.name] is None:
             continue
         value, read = getattr(message, field.name), as_dict[field.name]
         if field.cpp_type in _WIDE:

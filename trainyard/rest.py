@@ -17,6 +17,14 @@ from google.rpc import error_details_pb2, status_pb2
 
 from trainyard.common.v1 import error_reason_pb2
 
+# The fields a REST answer writes `null` when unset, where proto JSON leaves them out: those
+# the data contract (002) shows as `null`, the block that did not apply or never ran, and a
+# figure the device cannot give. The gateway's REST face and the CLI's JSON both read it.
+NULLABLE: Mapping[str, tuple[str, ...]] = {
+    "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
+    "trainyard.job.v1.Progress": ("mfu", "peak_tflops"),
+    "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
+}
 PROBLEM_TYPE = "https://trainyard.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 

@@ -81,6 +81,14 @@ function number(value, digits = 4) {
   return value === undefined || value === null ? "" : Number(value).toFixed(digits);
 }
 
+// TFLOP/s in the unit that reads best: a tiny model on a CPU does megaflops.
+function flops(tflops) {
+  if (!tflops) return "";
+  const units = [["TFLOP/s", 1], ["GFLOP/s", 1e3], ["MFLOP/s", 1e6]];
+  const [unit, scale] = units.find(([, k]) => Number(tflops) * k >= 1) || units[units.length - 1];
+  return `${(Number(tflops) * scale).toFixed(2)} ${unit}`;
+}
+
 function bytes(value) {
   const units = ["B", "KB", "MB", "GB", "TB"];
   let v = Number(value || 0), i = 0;
@@ -375,7 +383,7 @@ async function jobPage(id, signal) {
   const refresh = async () => {
     job = await api("GET", path, { signal });
     head.replaceChildren(jobHead(job, path, errors, refresh));
-    cards.replaceChildren(timelineCard(job), evaluationCard(job), outcomeCard(job));
+    cards.replaceChildren(timelineCard(job), throughputCard(job), evaluationCard(job), outcomeCard(job));
     chart.mark(job.evaluation);
     const [tries, objects] = await Promise.all([
       api("GET", `${path}/attempts`, { signal }),
@@ -512,6 +520,23 @@ function timelineCard(job) {
       ["Device-seconds metered", timing.metered_device_seconds],
       ["Device-seconds charged", timing.charged_device_seconds],
     ]));
+}
+
+// The latest step's pace as its trainer measured it (executor/trainers/throughput.py): MFU
+// needs the device's dense peak, which the table has none of for a CPU (`mfu` is null).
+function throughputCard(job) {
+  const p = job.progress || {};
+  const known = p.mfu !== undefined && p.mfu !== null;
+  const node = card("Throughput", p.tokens_per_second ? facts([
+    ["Tokens/s", Math.round(p.tokens_per_second).toLocaleString()],
+    ["Samples/s", number(p.samples_per_second, 2)],
+    ["Model FLOP/s", flops(p.model_tflops)],
+    ["MFU", el("span", { id: "mfu", textContent: known ? `${(100 * p.mfu).toFixed(1)}%` : "n/a: no known peak for this device" })],
+    ["Dense peak", p.peak_tflops ? `${p.peak_tflops} TFLOP/s` : ""],
+    ["FLOPs/token", p.flops_per_token ? Number(p.flops_per_token).toExponential(3) : ""],
+  ]) : el("p", { className: "note", textContent: "Measured from the first step." }));
+  node.id = "throughput";
+  return node;
 }
 
 // 002: no evaluation chart under 160 selected examples, because none were set aside.

@@ -55,7 +55,14 @@ _PROGRESS_FIELDS = {
     "eval_loss": "eval_loss",
     "learning_rate": "learning_rate",
     "tokens_per_second": "tokens_per_second",
+    "samples_per_second": "samples_per_second",
+    "model_tflops": "model_tflops",
+    "mfu": "mfu",
+    "flops_per_token": "flops_per_token",
+    "peak_tflops": "peak_tflops",
 }
+# The series whose every point the metrics observe, by the ClaimMetrics histogram's name.
+_OBSERVED = frozenset({"tokens_per_second", "mfu"})
 # Refusals of another service that a later try may not meet.
 TRANSIENT = frozenset({"UNAVAILABLE", "CONFLICT"})
 
@@ -136,15 +143,17 @@ class Reports:
                 raise
             store.retry(lambda: self._leases.renew(principal, job_id, task_id, token))
             raise errors.Unavailable() from None
-        applied: list[str] = []
+        applied: list[Event] = []
         outcome = store.retry(
             lambda: self._apply(principal, job_id, task_id, token, typed, effects, applied)
         )
         if isinstance(outcome, errors.DomainError):
             raise outcome
         # Counted once committed; a try that lost a race cleared what it had noted.
-        for kind in applied:
-            self._counted.events.labels(kind).inc()
+        for event in applied:
+            self._counted.events.labels(event.type).inc()
+            if isinstance(event, Metric) and event.name in _OBSERVED:
+                getattr(self._counted, event.name).observe(event.value)
         return outcome
 
     # -- side effects ----------------------------------------------------------------------
@@ -207,9 +216,9 @@ class Reports:
         token: str,
         events: list[Event],
         effects: Effects,
-        applied: list[str],
+        applied: list[Event],
     ) -> claim_service_pb2.ReportTaskResponse | errors.DomainError:
-        """Apply the events under the lease; the type of each applied goes in `applied`."""
+        """Apply the events under the lease; each applied goes in `applied`."""
         applied.clear()
         now = self._now()
         with self._db.unit() as session:
@@ -261,7 +270,7 @@ class Reports:
                     else:
                         _event(session, task, job, attempt, event, effects, self._max_events)
                 task.last_seq = event.seq
-                applied.append(event.type)
+                applied.append(event)
                 if job.status in TERMINAL:
                     break
             if metrics:

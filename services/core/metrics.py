@@ -103,6 +103,20 @@ class ClaimMetrics:
             ["type"],
             registry=registry,
         )
+        # Each step's figures as its lead trainer reported them (executor/trainers/throughput.py).
+        self.tokens_per_second = Histogram(
+            "trainyard_training_tokens_per_second",
+            "Training steps by the trained tokens a second their job's devices reached together.",
+            buckets=(1e2, 3e2, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7),
+            registry=registry,
+        )
+        self.mfu = Histogram(
+            "trainyard_training_mfu",
+            "Training steps by model FLOPs utilisation; a step on a device without a known "
+            "dense peak (a CPU) has none and is not observed.",
+            buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8),
+            registry=registry,
+        )
         self.executors = Gauge(
             "trainyard_executors_connected",
             "Executors with a stream open to this process, past their hello.",

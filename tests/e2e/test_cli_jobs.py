@@ -160,6 +160,20 @@ def test_the_reads_of_a_job_print_what_a_user_needs(
     assert record["artifact_sha256"] == trained["result"]["sha256"]
 
 
+def test_a_finished_job_shows_its_throughput_and_no_mfu_on_cpu(
+    cli: Any, api: httpx.Client, trained: dict[str, Any]
+) -> None:
+    """Over REST and in `jobs get` alike: the last step's pace, the FLOPs it stands for,
+    and `mfu` null, as the CPU has no dense peak to measure it against."""
+    rest = api.get(f"/v1/train/jobs/{trained['id']}").json()["progress"]
+    shown = json.loads(cli("jobs", "get", trained["id"]).stdout)["progress"]
+    for progress in (rest, shown):
+        assert progress["tokens_per_second"] > 0 and progress["samples_per_second"] > 0
+        assert progress["model_tflops"] > 0 and progress["flops_per_token"] > 0
+        assert progress["mfu"] is None and progress["peak_tflops"] is None
+    assert shown == rest
+
+
 def test_a_refusal_prints_its_code_and_detail_in_two_plain_lines(cli: Any, tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text(json.dumps({**FIXTURE, "hyperparameters": {"colour": 1}}))
     for command in ("create", "estimate"):

@@ -106,6 +106,11 @@ def test_a_member_signs_in_and_watches_a_job_train_to_its_end(
         done = api.get(f"/v1/train/jobs/{job['id']}").json()
         assert done["status"] == "succeeded"
         expect(page.locator("#job-head")).to_contain_text(f"{done['progress']['loss']:.4f}")
+        # The throughput panel: the last step's pace, and no MFU on the CPU.
+        panel = page.locator("#throughput")
+        expect(panel).to_contain_text(f"{round(done['progress']['tokens_per_second']):,}")
+        expect(panel).to_contain_text("Samples/s")
+        expect(panel.locator("#mfu")).to_have_text("n/a: no known peak for this device")
         expect(page.locator("#chart canvas")).to_be_visible()
         screenshot(page, tmp_path, "console-job.png")
 

@@ -111,6 +111,11 @@ def test_a_trained_job_shows_in_claims_events_money_and_report_lag(
     assert grew("claims", "trainyard_claims_total", platform="true") >= 1
     assert grew("claims", "trainyard_events_ingested_total", type="metric") >= 3
     assert grew("claims", "trainyard_events_ingested_total", type="result") >= 1
+    # Every step's throughput; no MFU on the CPU, which has no dense peak in the table.
+    steps = done["progress"]["step"]
+    assert grew("claims", "trainyard_training_tokens_per_second_count") >= steps
+    assert grew("claims", "trainyard_training_tokens_per_second_sum") > 0
+    assert grew("claims", "trainyard_training_mfu_count") == 0
     assert value(after["claims"], "trainyard_rpc_streams_open", method="Connect") >= 1
     assert grew("meter", "trainyard_charged_device_seconds_total", charged="true") > 0
     assert grew("artifacts", "trainyard_stored_bytes", status="stored") > 0  # its model

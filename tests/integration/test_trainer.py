@@ -113,8 +113,12 @@ def test_the_fixture_learns_for_exactly_its_planned_steps(
     loss = series(events, "loss")
     assert sorted(loss) == list(range(1, 25))
     assert loss[24] < 0.75 * loss[1]
-    for name in ("learning_rate", "grad_norm", "tokens_per_second"):
+    for name in ("learning_rate", "grad_norm", "tokens_per_second", "samples_per_second"):
         assert len(series(events, name)) == 24
+    # Model FLOPs a second every step; what they are measured against once; no MFU on CPU.
+    assert all(v > 0 for v in series(events, "model_tflops").values())
+    assert list(series(events, "flops_per_token")) == [1]
+    assert series(events, "mfu") == {} and series(events, "peak_tflops") == {}
     statuses = [e["status"] for e in events if e["type"] == "status"]
     assert statuses == ["accepted", "running", "finalizing"]
 
@@ -392,3 +396,25 @@ def test_the_base_is_held_in_the_precision_the_job_names(
     assert {t.dtype for t in weights.values()} == {dtype}
     # The digest names the base as published, whatever dtype it trained in.
     assert result(events)["base_sha256"] == fixture.weights_sha256(fixture.build())
+
+
+def test_the_jobs_seed_fixes_the_adapters_init(tmp_path: Path) -> None:
+    """The same LoRA job starts from the same adapter in every process (the bare loop of
+    bench/training.py trains to equal losses on it); another seed, another adapter."""
+    from peft import get_peft_model_state_dict
+
+    from executor.trainers.language.run import adapted
+    from executor.wire.plan import Adaptation, Hyperparameters, Job, Plan, Task
+
+    def adapter(seed: int) -> dict[str, torch.Tensor]:
+        job = Job(
+            adaptation=Adaptation(mode="lora", rank=4, alpha=8, targets=("q_proj", "v_proj")),
+            hyperparameters=Hyperparameters(seed=seed),
+        )
+        torch.seed()  # the process's generator anywhere (seeded at random)
+        model = adapted(fixture.build(), Plan(job, Task(), tmp_path, tmp_path), lambda _: None)
+        return get_peft_model_state_dict(model)  # type: ignore[no-any-return]
+
+    first, again, other = adapter(7), adapter(7), adapter(8)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from executor.models import bases, fixture
-from executor.trainers import deepspeed
+from executor.trainers import deepspeed, throughput
 from executor.trainers.base import Emit, Stop
 from executor.trainers.language import batches, data, outputs
 from executor.wire import protocol
@@ -120,18 +120,57 @@ class Examples:
         return sum(e.truncated for e in (*self.train, *self.held))
 
 
+def compute_precision(hp: Hyperparameters) -> str:
+    """The precision the run's matmuls compute in, on a GPU: the job's `mixed_precision`
+    where it is bf16 or fp16, else the base's held dtype (`bf16` holds and computes in
+    bf16). The dense peak MFU is measured against is this precision's."""
+    if not deepspeed.cuda():
+        return "fp32"
+    if hp.mixed_precision in ("bf16", "fp16"):
+        return hp.mixed_precision
+    return hp.base_load_precision
+
+
+def metered(model: Any, plan: Plan, say: Emit) -> tuple[throughput.Shape, float | None]:
+    """The model's FLOPs shape and the whole world's dense peak (None without one); says
+    what they were computed from."""
+    import torch
+
+    shape = throughput.shape_of(model, adapter=plan.job.adaptation.mode == "lora")
+    precision = compute_precision(plan.job.hyperparameters)
+    device = torch.cuda.get_device_name(0) if deepspeed.cuda() else "cpu"
+    peak = throughput.peak_tflops(device, precision) if deepspeed.cuda() else None
+    world = plan.task.world_size
+    say(
+        events.Log(
+            f"throughput: {world} x {device} in {precision}, "
+            f"{shape.flops_per_token():.4g} FLOPs a token, dense peak "
+            + (f"{peak:g} TFLOP/s a device" if peak else "unknown (no MFU)")
+        )
+    )
+    return shape, peak * world if peak else None
+
+
 class LanguageSteps:
     """One optimizer step over this rank's share of the step's batch, the loss averaged
     over the global batch's trained tokens. Every rank runs `gradient_accumulation_steps`
     micro-steps a step, and DeepSpeed's count of them ends it."""
 
     def __init__(
-        self, engine: Any, scheduler: Any, trainable: list[Any], plan: Plan, examples: Examples
+        self,
+        engine: Any,
+        scheduler: Any,
+        trainable: list[Any],
+        plan: Plan,
+        examples: Examples,
+        meter: tuple[throughput.Shape, float | None],
     ) -> None:
         self.engine, self.scheduler, self.trainable, self.plan = engine, scheduler, trainable, plan
         self.train, self.held, self.pad = examples.train, examples.held, examples.pad
         self.truncated = examples.truncated
         self.batches = data.step_batches(len(self.train), plan)
+        self.shape, self.peak = meter
+        self.first = True  # this process's first step also reports what MFU is over
         # What an empty micro-batch runs: one ignored token, so it still joins the
         # step's gradient exchange at every ZeRO stage.
         self.idle = batches.padded([fixture.Encoded([self.pad], [fixture.IGNORE])], self.pad)
@@ -159,14 +198,17 @@ class LanguageSteps:
         if world > 1:
             dist.all_reduce(counts)
         total = max(1.0, counts.item())
-        loss_sum, grad_norm = 0.0, 0.0
+        # The loss stays on the device until the step ends: one sync a step, not one a
+        # micro-batch.
+        loss_sum: Any = 0.0
+        grad_norm = 0.0
         engine.train()
         for rows in self.micro_batches(batch):
             summed = _loss_sum(engine, rows or self.idle)
             if rows is None:
                 loss = summed * 0.0
             else:
-                loss_sum += summed.item()
+                loss_sum = loss_sum + summed.detach()
                 # Mean over the global batch's tokens; DeepSpeed averages across ranks.
                 loss = summed / total * world
             engine.backward(loss, scale_wrt_gas=False)
@@ -176,20 +218,41 @@ class LanguageSteps:
             engine.step()
             if boundary:  # ZeRO 1–3 and mixed precision measure it as they step
                 grad_norm = _stepped_norm(engine, grad_norm)
-        reported = torch.tensor([loss_sum])
+        reported = torch.tensor([float(loss_sum)])
         if world > 1:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
-        tokens = sum(len(self.train[i].input_ids) for i in batch)
         metrics = {
             "loss": round(reported.item() / total, 6),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "grad_norm": round(grad_norm, 6),
-            "tokens_per_second": round(tokens / max(elapsed, 1e-9), 1),
+            **self._rates([len(self.train[i].input_ids) for i in batch], elapsed),
         }
         if index == 0:  # a series of one point, at the first step
             metrics["truncated_examples"] = float(self.truncated)
         return metrics
+
+    def _rates(self, lengths: list[int], elapsed: float) -> dict[str, float]:
+        """The step's throughput series; `mfu` only where the device has a known peak,
+        and the first step also the FLOPs a token and the peak they are measured against."""
+        r = throughput.rates(self.shape, lengths, elapsed, self.peak)
+        out = {
+            "tokens_per_second": round(r.tokens_per_second, 1),
+            "samples_per_second": round(r.samples_per_second, 3),
+            "model_tflops": round(r.model_tflops, 6),
+        }
+        if r.mfu is not None:
+            out["mfu"] = round(r.mfu, 5)
+        if deepspeed.cuda():
+            import torch
+
+            out["peak_memory_bytes"] = float(torch.cuda.max_memory_allocated())
+        if self.first:
+            self.first = False
+            out["flops_per_token"] = self.shape.flops_per_token()
+            if self.peak:
+                out["peak_tflops"] = self.peak
+        return out
 
     def evaluate(self) -> float:
         import torch
@@ -223,6 +286,23 @@ def _grad_norm(params: list[Any]) -> float:
     return float(torch.stack(grads).norm()) if grads else 0.0
 
 
+def engine_for(model: Any, plan: Plan) -> tuple[Any, Any, list[Any]]:
+    """The DeepSpeed engine that trains `model` by the job's recipe (its optimizer,
+    schedule, precision and ZeRO stage), its schedule, and the parameters it trains. The
+    bare loop of bench/training.py builds its engine here too, so the two cannot drift."""
+    hp = plan.job.hyperparameters
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    engine, scheduler = deepspeed.engine_of(
+        model,
+        deepspeed.optimizer_of(trainable, hp),
+        hp,
+        planned_steps=plan.job.planned_steps,
+        micro_batch=hp.per_device_train_batch_size,
+        accumulation=hp.gradient_accumulation_steps,
+    )
+    return engine, scheduler, trainable
+
+
 def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     say = deepspeed.lead_only(plan, emit)
     hp, mode = plan.job.hyperparameters, plan.job.adaptation.mode
@@ -244,17 +324,11 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     initial = (
         {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
     )
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    engine, scheduler = deepspeed.engine_of(
-        model,
-        deepspeed.optimizer_of(trainable, hp),
-        hp,
-        planned_steps=plan.job.planned_steps,
-        micro_batch=hp.per_device_train_batch_size,
-        accumulation=hp.gradient_accumulation_steps,
-    )
+    engine, scheduler, trainable = engine_for(model, plan)
     say(events.Log(options_line(hp)))
-    steps = LanguageSteps(engine, scheduler, trainable, plan, examples)
+    steps = LanguageSteps(
+        engine, scheduler, trainable, plan, examples, metered(engine.module, plan, say)
+    )
     progress = deepspeed.train(engine, plan, stop, say, steps, held=bool(held))
     if progress.step == 0:
         say(events.Status("cancelled"))

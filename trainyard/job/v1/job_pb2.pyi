@@ -339,7 +339,7 @@ class Preparation(_message.Message):
     def __init__(self, status: _Optional[str] = ..., selected_examples: _Optional[int] = ..., trainable_examples: _Optional[int] = ..., failure_code: _Optional[str] = ..., snapshot_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., snapshot_sha256: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("step", "planned_steps", "percent", "epoch", "loss", "eval_loss", "learning_rate", "tokens_per_second", "eta_seconds")
+    __slots__ = ("step", "planned_steps", "percent", "epoch", "loss", "eval_loss", "learning_rate", "tokens_per_second", "eta_seconds", "samples_per_second", "model_tflops", "mfu", "flops_per_token", "peak_tflops")
     STEP_FIELD_NUMBER: _ClassVar[int]
     PLANNED_STEPS_FIELD_NUMBER: _ClassVar[int]
     PERCENT_FIELD_NUMBER: _ClassVar[int]
@@ -349,6 +349,11 @@ class Progress(_message.Message):
     LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    MFU_FIELD_NUMBER: _ClassVar[int]
+    FLOPS_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PEAK_TFLOPS_FIELD_NUMBER: _ClassVar[int]
     step: int
     planned_steps: int
     percent: float
@@ -358,7 +363,12 @@ class Progress(_message.Message):
     learning_rate: float
     tokens_per_second: float
     eta_seconds: float
-    def __init__(self, step: _Optional[int] = ..., planned_steps: _Optional[int] = ..., percent: _Optional[float] = ..., epoch: _Optional[float] = ..., loss: _Optional[float] = ..., eval_loss: _Optional[float] = ..., learning_rate: _Optional[float] = ..., tokens_per_second: _Optional[float] = ..., eta_seconds: _Optional[float] = ...) -> None: ...
+    samples_per_second: float
+    model_tflops: float
+    mfu: float
+    flops_per_token: float
+    peak_tflops: float
+    def __init__(self, step: _Optional[int] = ..., planned_steps: _Optional[int] = ..., percent: _Optional[float] = ..., epoch: _Optional[float] = ..., loss: _Optional[float] = ..., eval_loss: _Optional[float] = ..., learning_rate: _Optional[float] = ..., tokens_per_second: _Optional[float] = ..., eta_seconds: _Optional[float] = ..., samples_per_second: _Optional[float] = ..., model_tflops: _Optional[float] = ..., mfu: _Optional[float] = ..., flops_per_token: _Optional[float] = ..., peak_tflops: _Optional[float] = ...) -> None: ...
 
 class Outcome(_message.Message):
     __slots__ = ("stop_reason", "downgrades")
