@@ -102,20 +102,14 @@ def reloaded(base: Path, output: Path, mode: str) -> torch.nn.Module:
     return PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(base)), str(output))
 
 
-# The families whose layout differs from Llama's (Gemma ties its head to its embeddings,
-# Phi-3 fuses its projections) also train in full and serve a client: each job here costs
-# a trainer's start, and the four Llama-like families differ from Llama only in config.
-WHOLE = ("gemma", "phi3")
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_a_family_trains_reloads_and_serves_a_client(
+def test_a_family_trains_lora_and_full_reloads_and_serves_a_client(
     stack: StackProcess, api: httpx.Client, family: str, tmp_path: Path
 ) -> None:
     name = f"tiny-{family}"
     base = stack.home / "models" / name
     created = {}
-    for mode in ("lora", "full") if family in WHOLE else ("lora",):
+    for mode in ("lora", "full"):
         answer = api.post("/v1/train/jobs", json=job_body(name, mode))
         assert answer.status_code == 200, answer.text
         created[mode] = answer.json()
@@ -135,8 +129,6 @@ def test_a_family_trains_reloads_and_serves_a_client(
         assert torch.allclose(logits, probe["logits"], atol=1e-5), mode
     adapter = created["lora"]["adaptation"]
     assert adapter["targets"] == (["qkv_proj"] if family == "phi3" else ["q_proj", "v_proj"])
-    if family not in WHOLE:
-        return
 
     org = Org(stack)
     try:
