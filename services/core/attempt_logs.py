@@ -204,6 +204,8 @@ def _split(text: str) -> list[str]:
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)"
 )
+# An absolute path in it (the executor's disk): the job's message names none.
+_PATH = re.compile(r"(?<![\w.~])/[^\s'\"]*")
 # The most characters of it a failure message carries.
 MAX_ERROR_CHARS = 160
 # How many of the log's last lines are searched for it.
@@ -212,10 +214,11 @@ ERROR_LINES = 60
 
 def error_line(text: str) -> str:
     """The last exception line in `text` (a log's end), one line of printable characters
-    cut to `MAX_ERROR_CHARS`; "" when it names none."""
+    cut to `MAX_ERROR_CHARS`, with its absolute paths as `…`; "" when it names none."""
     for line in reversed(text.splitlines()):
         line = " ".join("".join(c if c.isprintable() else " " for c in line).split())
         if _EXCEPTION.match(line):
+            line = _PATH.sub("…", line)
             return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 1] + "…"
     return ""
 

@@ -146,6 +146,11 @@ def test_a_failure_message_takes_the_last_exception_line_of_the_log() -> None:
     )
     assert error_line("KeyboardInterrupt\n") == "KeyboardInterrupt"
     assert error_line("all fine\nstep 2 loss 1.0\n") == ""
+    # The executor's paths stay on the executor; a module path or a ratio is not one.
+    assert error_line("FileNotFoundError: [Errno 2] No such file: '/srv/work/tsk_1/x.bin'") == (
+        "FileNotFoundError: [Errno 2] No such file: '…'"
+    )
+    assert error_line("ValueError: 3/4 of a.b/c") == "ValueError: 3/4 of a.b/c"
     long = error_line("RuntimeError: " + "x" * 500)
     assert len(long) == MAX_ERROR_CHARS and long.endswith("…")
 
