@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -10,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -185,6 +186,39 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@contextlib.contextmanager
+def org_executor(
+    stack: StackProcess,
+    key: str,
+    machine: str,
+    log: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """An executor started as an org's user starts one, `trainyard executor --machine
+    MACHINE ARGS` under an `executor` key, its log in `log`; stopped when the block ends
+    (SIGTERM, SIGKILL past 60 s)."""
+    environ = {
+        **stack.env,
+        "TRAINYARD_URL": stack.url,
+        "TRAINYARD_API_KEY": key,
+        "TRAINYARD_LOG_FORMAT": "text",
+        **(env or {}),
+    }
+    argv = [str(BIN / "trainyard"), "executor", "--machine", machine, *args]
+    with log.open("w") as err:
+        process = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The families users bring (issue 29 items 1 and 2), over REST through the gateway on one
-stack whose models directory holds a tiny random model of each: the catalog names each
+"""The families users bring (issue 29 items 1 and 2), over REST through the gateway on a
+stack (SQLite, then PostgreSQL) whose models directory holds a tiny random model of each: the catalog names each
 base's modules and its family's targets; a LoRA job and a full job of each family train
 with the loss falling and reload with transformers and peft to the trainer's probe; a
 training client loads each; and a base whose files change after a job pinned them fails
@@ -7,11 +7,10 @@ that job as `base_changed`."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import secrets
-import signal
-import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,26 +21,33 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bench.stack import postgres_schema
+from tests.conftest import PG_URL, database_params
 from tests.e2e.test_clients import Org
 from tests.families import FAMILIES, make_family_model
-from tests.support import BIN, StackProcess, bearer, wait_for_job
+from tests.support import StackProcess, bearer, org_executor, wait_for_job
 from trainyard.training import pins
 
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
-    """One stack for every family: its models directory holds a model of each."""
-    home = tmp_path_factory.mktemp("families") / "home"
-    for family in FAMILIES:
-        make_family_model(home / "models" / f"tiny-{family}", family)
-    running = StackProcess(home).start()
-    try:
+@pytest.fixture(scope="module", params=database_params())
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StackProcess]:
+    """One stack for every family, on SQLite and again on a PostgreSQL schema of its own:
+    its models directory holds a model of each."""
+    with contextlib.ExitStack() as scope:
+        env = {}
+        if request.param != "sqlite":
+            env["TRAINYARD_DATABASE_URL"] = scope.enter_context(postgres_schema(PG_URL))
+        home = tmp_path_factory.mktemp(f"families-{request.param}") / "home"
+        for family in FAMILIES:
+            make_family_model(home / "models" / f"tiny-{family}", family)
+        running = StackProcess(home, env=env).start()
+        scope.callback(running.stop)
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -158,24 +164,10 @@ def test_a_base_changed_after_create_fails_its_job_plainly(
     assert created.status_code == 200, created.text
     assert created.json()["revision"] == pins.revision(base)
     make_family_model(base, "qwen2", seed=2)  # other weights under the same name
-    env = {
-        **stack.env,
-        "TRAINYARD_URL": stack.url,
-        "TRAINYARD_API_KEY": stack.create_key(org, "executor"),
-        "TRAINYARD_LOG_FORMAT": "text",
-    }
-    argv = [str(BIN / "trainyard"), "executor", "--machine", machine, "--no-warm",
-            "--work-dir", str(tmp_path / "work")]  # fmt: skip
-    with (tmp_path / "executor.log").open("w") as log:
-        agent = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    try:
+    key, work = stack.create_key(org, "executor"), tmp_path / "work"
+    argv = ("--no-warm", "--work-dir", str(work))
+    with org_executor(stack, key, machine, tmp_path / "executor.log", *argv):
         done = wait_for_job(member, created.json()["id"], lambda j: j["status"] in ENDED)
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(60)
-        except subprocess.TimeoutExpired:
-            agent.kill()
     assert (done["status"], done["failure_code"], done["failure_category"]) == (
         "failed",
         "base_changed",
@@ -184,4 +176,4 @@ def test_a_base_changed_after_create_fails_its_job_plainly(
     assert "pinned at create" in done["failure_message"]
     assert str(stack.home) not in done["failure_message"]
     # Nothing ran: the task was refused before its trainer started.
-    assert not list((tmp_path / "work").glob(f"{machine}/tsk_*/trainer.log"))
+    assert not list(work.glob(f"{machine}/tsk_*/trainer.log"))

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import re
 import secrets
-import signal
-import subprocess
 from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page, expect
 
 from tests.e2e import test_console as console
-from tests.support import BIN, StackProcess, bearer, eventually, wait_for_job
+from tests.support import StackProcess, bearer, eventually, org_executor, wait_for_job
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
@@ -28,23 +26,10 @@ def test_an_executor_whose_disk_cannot_hold_a_task_fails_it_saying_why(
     byte of it is written, and the job says why and what to do."""
     org, machine = f"disk-{secrets.token_hex(3)}", f"full-{secrets.token_hex(3)}"
     work = tmp_path / "work"
-    env = {
-        **each_stack.env,
-        "TRAINYARD_URL": each_stack.url,
-        "TRAINYARD_API_KEY": each_stack.create_key(org, "executor"),
-        "TRAINYARD_LOG_FORMAT": "text",
-        "TRAINYARD_EXECUTOR_DISK_MARGIN_GIB": str(1024**3),  # an exbibyte
-    }
-    argv = [str(BIN / "trainyard"), "executor", "--machine", machine, "--no-warm"]
-    log = tmp_path / "executor.log"
-    with log.open("w") as err:
-        agent = subprocess.Popen(
-            [*argv, "--trainer", "executor.scripted", "--work-dir", str(work)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    try:
+    key, log = each_stack.create_key(org, "executor"), tmp_path / "executor.log"
+    margin = {"TRAINYARD_EXECUTOR_DISK_MARGIN_GIB": str(1024**3)}  # an exbibyte
+    argv = ("--no-warm", "--trainer", "executor.scripted", "--work-dir", str(work))
+    with org_executor(each_stack, key, machine, log, *argv, env=margin):
         client = httpx.Client(
             base_url=each_stack.url, headers=bearer(each_stack.create_key(org)), timeout=60
         )
@@ -57,12 +42,6 @@ def test_an_executor_whose_disk_cannot_hold_a_task_fails_it_saying_why(
         created = client.post("/v1/train/jobs", json=job)
         assert created.status_code == 200, created.text
         done = wait_for_job(client, created.json()["id"], lambda j: j["status"] in ENDED)
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(60)
-        except subprocess.TimeoutExpired:
-            agent.kill()
     assert (done["status"], done["failure_code"], done["failure_category"]) == (
         "failed",
         "executor_disk_full",
