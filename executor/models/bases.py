@@ -23,7 +23,6 @@ class Loaded:
     codec: fixture.Codec
     # Writes a whole checkpoint of a trained model of this base.
     save: Callable[[Path, torch.nn.Module, dict[str, Any]], None]
-    zero_stage: int
     # Token ids back to text, special tokens left out.
     decode: Callable[[list[int]], str]
 
@@ -39,7 +38,6 @@ def load(name: str) -> Loaded:
             model=fixture.build(),
             codec=fixture.BYTES,
             save=lambda out, model, meta: fixture.write_model_files(out, model.state_dict(), meta),
-            zero_stage=0,
             decode=decode_bytes,
         )
     base = Catalog.from_env(os.environ).get(name)
@@ -73,7 +71,7 @@ def load(name: str) -> Loaded:
     def decode(ids: list[int]) -> str:
         return str(tokenizer.decode(ids, skip_special_tokens=True))
 
-    return Loaded(model=model, codec=codec, save=save, zero_stage=base.zero_stage, decode=decode)
+    return Loaded(model=model, codec=codec, save=save, decode=decode)
 
 
 # The dtypes a job's `base_load_precision` names, as the catalog's bases accept them.
