@@ -18,7 +18,8 @@ from trainyard.job.v1 import event_pb2, job_pb2
 MIN_COMPARED, MAX_COMPARED = 2, 6
 # A job's frozen config: its spec as expanded from the base's profile and frozen at
 # create, and the plan derived from it. Not its labels (`idempotency_key`,
-# `requested_by`: they name the request, not the run), nor what the run reported.
+# `requested_by`, `output.name`: they name the request and its output, and a default
+# output name is the job's own, `<project>-<number>`), nor what the run reported.
 CONFIG_FIELDS = (
     "project", "base_model", "revision", "from", "dataset", "objective", "adaptation",
     "hyperparameters", "protect", "evaluation", "resources", "output", "retention",
@@ -27,6 +28,8 @@ CONFIG_FIELDS = (
 )  # fmt: skip
 # Of the `evaluation` block, what the job asked for; the rest is what the run reported.
 ASKED_EVALUATION = ("suites",)
+# The labels inside the config's blocks.
+LABELS = {"output": ("name",)}
 # The series a comparison reads of each job: the curves, and the tokens-seen axis.
 SERIES = ("loss", "eval_loss", "tokens_seen")
 
@@ -61,11 +64,14 @@ def config_of(job: job_pb2.Job) -> dict[str, Any]:
     """The job's frozen config (`CONFIG_FIELDS`), as the REST face writes those fields."""
     read = plain(job)
     config = {name: read[name] for name in CONFIG_FIELDS if name in read}
-    if "evaluation" in config:
-        config["evaluation"] = {
-            k: v for k, v in config["evaluation"].items() if k in ASKED_EVALUATION
-        }
-    return config
+    # Whether or not the run reported an evaluation block (REST writes `null` until it
+    # does), what it asked for is there.
+    asked = plain(job.evaluation)
+    config["evaluation"] = {k: asked[k] for k in ASKED_EVALUATION}
+    for block, names in LABELS.items():
+        if block in config:
+            config[block] = {k: v for k, v in config[block].items() if k not in names}
+    return {name: config[name] for name in CONFIG_FIELDS if name in config}
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -81,6 +81,10 @@ def test_a_config_holds_neither_labels_nor_what_the_run_reported() -> None:
     flat = flatten(config_of(job(1, 0.001, 8)))
     assert not {"id", "number", "idempotency_key", "requested_by", "status"} & set(flat)
     assert not [p for p in flat if p.startswith(("progress.", "outcome.", "timing."))]
+    # A default output name is the job's own: it would differ in every comparison.
+    assert "output.name" not in flatten(
+        config_of(job(1, 0.1, 8, output={"kind": "lora", "name": "x-1"}))
+    )
     # Of the evaluation block, only what the job asked for.
     assert [p for p in flat if p.startswith("evaluation.")] == ["evaluation.suites"]
 
