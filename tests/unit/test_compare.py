@@ -55,7 +55,9 @@ def series(losses: list[float], per_step: int = 400) -> list[event_pb2.MetricSer
     return [
         event_pb2.MetricSeries(
             name="loss",
-            points=[event_pb2.MetricPoint(step=s, value=v) for s, v in zip(steps, losses)],
+            points=[
+                event_pb2.MetricPoint(step=s, value=v) for s, v in zip(steps, losses, strict=True)
+            ],
         ),
         event_pb2.MetricSeries(
             name="tokens_seen",
