@@ -10,6 +10,7 @@ import click
 from google.protobuf import json_format
 
 from trainyard import (
+    cli_compare,  # noqa: F401 (its command joins `jobs`)
     cli_job_outputs,  # noqa: F401 (its commands join `jobs`)
     sdk,
 )

@@ -54,10 +54,11 @@ from trainyard.sdk_clients import (
     to_datum,
     to_model_input,
 )
+from trainyard.sdk_compare import CompareMethods, Comparison, Run
 
 __all__ = [
-    "APIFuture", "Client", "TrainingClient", "TrainyardError", "datum_from_text",
-    "datum_from_tokens", "file_sha256", "to_datum", "to_model_input",
+    "APIFuture", "Client", "Comparison", "Run", "TrainingClient", "TrainyardError",
+    "datum_from_text", "datum_from_tokens", "file_sha256", "to_datum", "to_model_input",
 ]  # fmt: skip
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -66,9 +67,10 @@ LOG_READ_BYTES = 1024 * 1024
 LOG_WAIT_SECONDS = 25
 
 
-class Client(ArtifactMethods):
+class Client(ArtifactMethods, CompareMethods):
     """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
-    (upload, download, ...) are written in `trainyard.sdk_artifacts`."""
+    (upload, download, ...) are written in `trainyard.sdk_artifacts`, its comparison of
+    jobs (`compare_jobs`) in `trainyard.sdk_compare`."""
 
     def __init__(
         self,

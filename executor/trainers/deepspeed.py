@@ -173,11 +173,19 @@ def whole(engine: Any) -> contextlib.AbstractContextManager[Any]:
     return deepspeed.zero.GatheredParameters(list(engine.module.parameters()), modifier_rank=None)
 
 
+# What a step's metrics may hold besides its series: the tokens the step trained (padding
+# not counted). The loop keeps their running sum in the state, so an attempt that resumes
+# continues the count, and reports the sum as the `tokens_seen` series, the axis that
+# lines up runs of other batch sizes or sequence lengths.
+TOKENS = "tokens"
+
+
 class Steps(Protocol):
     """What a trainer's loop does at each step, and how it evaluates and keeps weights."""
 
     def step(self, index: int) -> dict[str, float]:
-        """Train step `index` (from 0); the step's metrics by series, in order."""
+        """Train step `index` (from 0); the step's metrics by series, in order, and the
+        tokens it trained under `TOKENS` where the trainer counts them."""
         ...
 
     def evaluate(self) -> float:
@@ -231,12 +239,15 @@ def train(
         "best_step": None,
         "evals": [],
         "bad_evals": 0,
+        "tokens_seen": 0,
     }
     if served_in_state:
         state["served"] = None
     if plan.resume_dir is not None:
         _, client = engine.load_checkpoint(str(plan.resume_dir), tag="state")
         state.update({k: v for k, v in (client or {}).items() if k in state})
+        if "tokens_seen" not in (client or {}):
+            state["tokens_seen"] = None  # a state saved before the count: it is unknown
         say(events.Log(f"resumed at step {state['step']}"))
     say(events.Status("running"))
     progress = Progress(state, "max_steps" if hp.max_steps is not None else "completed", 0.0)
@@ -248,6 +259,10 @@ def train(
             break
         metrics = steps.step(step)
         step += 1
+        trained = metrics.pop(TOKENS, None)
+        if trained is not None and state["tokens_seen"] is not None:
+            state["tokens_seen"] += int(trained)
+            metrics["tokens_seen"] = state["tokens_seen"]
         for name, value in metrics.items():
             say(events.Metric(name, step, value))
         state["step"] = step

@@ -178,6 +178,7 @@ function route() {
   if (parts[0] === "jobs" && parts[1] === "new") return newJob(signal);
   if (parts[0] === "jobs" && parts[1]) return jobPage(decodeURIComponent(parts[1]), signal);
   if (parts[0] === "wallet") return walletPage(params, signal);
+  if (parts[0] === "compare") return comparePage(params, signal);
   return jobsPage(params, signal);
 }
 
@@ -219,14 +220,16 @@ async function jobsPage(params, signal) {
   const errors = errorSlot();
   const body = el("tbody");
   const pager = el("div", { className: "pager" });
+  const picked = comparePicker();
   show(
-    el("h1", {}, "Jobs", el("span", { className: "actions" },
+    el("h1", {}, "Jobs", el("span", { className: "actions" }, picked.button,
       el("a", { className: "button", href: "#/jobs/new", textContent: "New job" }))),
     el("div", { className: "toolbar" }, filter, el("span", { className: "note", id: "total" })),
     errors,
     el("section", { className: "card" }, el("table", { id: "jobs" },
-      el("thead", {}, el("tr", {}, ["Job", "Base model", "Status", "Step", "Loss", "Cost", "Created"].map(
-        (name, i) => el("th", { className: i >= 3 && i <= 5 ? "num" : "", textContent: name })))),
+      el("thead", {}, el("tr", {}, el("th", { className: "pick", title: `Pick ${COMPARE_MIN} to ${COMPARE_MAX} jobs to compare` }),
+        ["Job", "Base model", "Status", "Step", "Loss", "Cost", "Created"].map(
+          (name, i) => el("th", { className: i >= 3 && i <= 5 ? "num" : "", textContent: name })))),
       body), pager));
 
   // Refreshed while the page is shown, so statuses and losses move on their own.
@@ -236,8 +239,8 @@ async function jobsPage(params, signal) {
       errors.report(null);
       const total = page.total_size ?? page.jobs.length;
       document.getElementById("total").textContent = `${total} ${total === 1 ? "job" : "jobs"}`;
-      body.replaceChildren(...page.jobs.map(jobRow));
-      if (!page.jobs.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "No jobs yet." })));
+      body.replaceChildren(...page.jobs.map((job) => jobRow(job, picked)));
+      if (!page.jobs.length) body.append(el("tr", {}, el("td", { colSpan: 8, className: "note", textContent: "No jobs yet." })));
       fill(pager,
         back.length ? el("a", { className: "button", textContent: "Newer",
           href: `#/jobs${query({ status, page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
@@ -251,9 +254,10 @@ async function jobsPage(params, signal) {
   }
 }
 
-function jobRow(job) {
+function jobRow(job, picked) {
   const progress = job.progress || {};
   const row = el("tr", { className: "row", attrs: { "data-job": job.id } },
+    el("td", { className: "pick" }, picked.box(job.id)),
     el("td", {}, el("a", { href: `#/jobs/${encodeURIComponent(job.id)}`, textContent: `#${job.number}` }),
       " ", el("span", { className: "mono note", textContent: job.id })),
     el("td", { textContent: job.base_model }),
@@ -263,7 +267,7 @@ function jobRow(job) {
     el("td", { className: "num", textContent: dollars(job.cost_micro_cents) }),
     el("td", { textContent: when(job.create_time) }));
   row.onclick = (event) => {
-    if (event.target.tagName !== "A") location.hash = `/jobs/${encodeURIComponent(job.id)}`;
+    if (!["A", "INPUT"].includes(event.target.tagName) && !event.target.closest("td.pick")) location.hash = `/jobs/${encodeURIComponent(job.id)}`;
   };
   return row;
 }
@@ -818,6 +822,249 @@ class LossChart {
       }] },
     }, data, this.node);
   }
+}
+
+// ---- comparing jobs ----------------------------------------------------------------------------
+
+// Jobs side by side, as `trainyard jobs compare` and the SDK's `compare_jobs` show them:
+// their loss curves overlaid (by step, or by tokens seen so a resumed job lines up),
+// their evaluation blocks in columns, and where their frozen configs differ.
+const COMPARE_MIN = 2;
+const COMPARE_MAX = 6;
+const COMPARE_COLORS = ["#2f6fed", "#e07b00", "#1f8a4c", "#c23a3a", "#7a3fd1", "#0f8b8d"];
+// A job's frozen config, as trainyard/sdk_compare.py reads it (CONFIG_FIELDS, LABELS):
+// its spec expanded and frozen, and the plan derived from it; not its labels (a default
+// output name is the job's own), nor what the run reported (of `evaluation`, only the
+// suites it asked for).
+const CONFIG_FIELDS = ["project", "base_model", "revision", "from", "dataset", "objective", "adaptation",
+  "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "planned_steps",
+  "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples"];
+// The evaluation block's rows, in the contract's order (job.proto's Evaluation).
+const EVALUATION_ROWS = [["best_loss", "Best loss"], ["best_step", "Best step"], ["last_loss", "Last loss"],
+  ["last_step", "Last step"], ["evaluations", "Evaluations"], ["served_step", "Served step"],
+  ["promoted_before_last_eval", "Promoted before last eval"], ["verdict", "Verdict"]];
+const NONE = "—";
+
+function compareHref(ids) {
+  return `#/compare?jobs=${ids.map(encodeURIComponent).join(",")}`;
+}
+
+// The jobs list's picks: a checkbox a row, kept while the list refreshes, and the button
+// that opens the compare page once 2 to 6 are picked.
+function comparePicker() {
+  const ids = new Set();
+  const button = el("a", { className: "button", id: "compare", textContent: "Compare" });
+  const update = () => {
+    const ok = ids.size >= COMPARE_MIN && ids.size <= COMPARE_MAX;
+    button.textContent = ids.size ? `Compare ${ids.size}` : "Compare";
+    button.classList.toggle("disabled", !ok);
+    button.setAttribute("aria-disabled", String(!ok));
+    button.title = ok ? "" : `Pick ${COMPARE_MIN} to ${COMPARE_MAX} jobs`;
+    if (ok) button.href = compareHref([...ids]); else button.removeAttribute("href");
+  };
+  update();
+  const box = (id) => el("input", { type: "checkbox", checked: ids.has(id), attrs: { "aria-label": `Compare ${id}` },
+    onchange: (event) => { if (event.target.checked) ids.add(id); else ids.delete(id); update(); } });
+  return { button, box };
+}
+
+function runLabel(job) {
+  return [`#${job.number}`, job.project, job.base_model].filter(Boolean).join(" ");
+}
+
+function configOf(job) {
+  const config = {};
+  for (const name of CONFIG_FIELDS) if (job[name] !== undefined && name !== "evaluation") config[name] = job[name];
+  config.evaluation = { suites: job.evaluation?.suites || [] };
+  if (config.output) config.output = Object.fromEntries(Object.entries(config.output).filter(([k]) => k !== "name"));
+  return Object.fromEntries(CONFIG_FIELDS.filter((n) => n in config).map((n) => [n, config[n]]));
+}
+
+// Dotted paths to values: a list of plain values is one value, a list of objects is
+// numbered (`objective.terms.0.kind`), an empty object adds no path.
+function flattenConfig(value, prefix = "", out = {}) {
+  for (const [key, v] of Object.entries(value)) {
+    const path = `${prefix}${key}`;
+    if (v !== null && typeof v === "object" && !Array.isArray(v)) flattenConfig(v, `${path}.`, out);
+    else if (Array.isArray(v) && v.some((x) => x !== null && typeof x === "object")) {
+      flattenConfig(Object.fromEntries(v.map((x, i) => [String(i), x])), `${path}.`, out);
+    } else out[path] = v;
+  }
+  return out;
+}
+
+function cellText(value) {
+  if (value === undefined || value === null || value === "") return NONE;
+  if (typeof value === "object" || typeof value === "boolean") return JSON.stringify(value);
+  return String(value);
+}
+
+async function comparePage(params, signal) {
+  const ids = [...new Set((params.get("jobs") || "").split(",").map((id) => id.trim()).filter(Boolean))];
+  const errors = errorSlot();
+  show(el("h1", {}, `Compare ${ids.length} jobs`, el("span", { className: "actions" },
+    el("a", { className: "button", href: "#/jobs", textContent: "Jobs" }))), errors);
+  if (ids.length < COMPARE_MIN || ids.length > COMPARE_MAX) {
+    return errors.report({ code: "invalid_request", detail: `Pick ${COMPARE_MIN} to ${COMPARE_MAX} jobs on the jobs page to compare.` });
+  }
+  let runs;
+  try {
+    runs = await Promise.all(ids.map(async (id, i) => {
+      const path = `/v1/train/jobs/${encodeURIComponent(id)}`;
+      const [job, read] = await Promise.all([api("GET", path, { signal }),
+        api("GET", `${path}/metrics${query({ names: ["loss", "eval_loss", "tokens_seen"], max_points: CHART_POINTS })}`, { signal })]);
+      const series = Object.fromEntries((read.series || []).map((s) => [s.name, (s.points || []).map((p) => [p.step, p.value])]));
+      return { job, label: runLabel(job), color: COMPARE_COLORS[i], loss: series.loss || [],
+        evalLoss: series.eval_loss || [], tokens: series.tokens_seen || [] };
+    }));
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+    return;
+  }
+  const chart = new CompareChart(runs);
+  main().append(
+    card("", el("div", { className: "chart-head" }, el("h2", { textContent: "Loss" }), chart.toggle,
+      el("span", { className: "sub", textContent: "train loss as lines, evaluation loss as markers" })), chart.node, chart.legend),
+    card("Runs", runsTable(runs)),
+    configCard(runs));
+  chart.draw();
+}
+
+// Where a run's step falls on the tokens-seen axis: its point, or between the two around
+// it (a cut series keeps different steps of each series); null where no count was kept.
+function tokensAt(tokens, step) {
+  if (!tokens.length) return null;
+  let lo = null, hi = null;
+  for (const [s, v] of tokens) {
+    if (s === step) return v;
+    if (s < step) lo = [s, v];
+    else if (hi === null) hi = [s, v];
+  }
+  if (lo && hi) return lo[1] + ((hi[1] - lo[1]) * (step - lo[0])) / (hi[0] - lo[0]);
+  if (hi && hi[0] > 0) return (hi[1] * step) / hi[0];
+  return null;
+}
+
+class CompareChart {
+  constructor(runs) {
+    this.runs = runs;
+    this.axis = "step";
+    this.plot = null;
+    this.node = el("div", { id: "compare-chart" });
+    this.buttons = ["step", "tokens"].map((axis) => el("button", { type: "button", textContent: axis === "step" ? "step" : "tokens seen",
+      attrs: { "data-axis": axis }, onclick: () => { this.axis = axis; this.draw(); } }));
+    this.toggle = el("span", { className: "toggle", id: "x-axis" }, this.buttons);
+    this.legend = el("div", { className: "legend", id: "compare-legend" }, runs.map((r) =>
+      el("span", { attrs: { "data-job": r.job.id } }, el("i", { style: { background: r.color } }), r.label,
+        r.tokens.length ? null : el("span", { className: "note", textContent: " (no tokens seen)" }))));
+    if (!window.uPlot) {
+      this.node.append(errorBox({ code: "console_incomplete", detail: "The chart library is not installed here: `npm ci` in the checkout installs it." }));
+    }
+  }
+
+  x(run, step) {
+    return this.axis === "step" ? step : tokensAt(run.tokens, step);
+  }
+
+  // One x array for every curve (uPlot's aligned data), each run's points at their x and
+  // gaps elsewhere, which its line spans.
+  data() {
+    const placed = this.runs.map((run) => ["loss", "evalLoss"].map((kind) => new Map(run[kind]
+      .map(([step, value]) => [this.x(run, step), value]).filter(([x]) => x !== null))));
+    const xs = [...new Set(placed.flatMap((pair) => pair.flatMap((m) => [...m.keys()])))].sort((a, b) => a - b);
+    return { xs, drawn: placed.filter(([loss]) => loss.size).length,
+      data: [xs, ...placed.flatMap((pair) => pair.map((m) => xs.map((x) => m.get(x) ?? null)))] };
+  }
+
+  draw() {
+    for (const b of this.buttons) {
+      b.classList.toggle("on", b.dataset.axis === this.axis);
+      b.setAttribute("aria-pressed", String(b.dataset.axis === this.axis));
+    }
+    const { xs, drawn, data } = this.data();
+    Object.assign(this.node.dataset, { axis: this.axis, series: String(drawn), xMax: String(xs.length ? xs[xs.length - 1] : 0) });
+    if (!window.uPlot) return;
+    this.plot?.destroy();
+    this.plot = null;
+    if (!xs.length) {
+      this.node.replaceChildren(el("p", { className: "note", textContent: "No points on this axis yet." }));
+      return;
+    }
+    this.node.replaceChildren();
+    this.plot = new uPlot({
+      width: Math.max(320, this.node.clientWidth || 800),
+      height: 320,
+      scales: { x: { time: false } },
+      // Steps are whole; tokens read best with their thousands marked.
+      axes: [this.axis === "step" ? { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }
+        : { label: "tokens seen", values: (u, ticks) => ticks.map((t) => t.toLocaleString()) }, { label: "loss" }],
+      legend: { show: false },
+      series: [{ label: this.axis }, ...this.runs.flatMap((run) => [
+        { label: `${run.label} train loss`, stroke: run.color, width: 1.5, spanGaps: true, points: { show: false } },
+        { label: `${run.label} eval loss`, stroke: run.color, width: 0, paths: () => null, points: { show: true, size: 8, fill: run.color } },
+      ])],
+    }, data, this.node);
+  }
+}
+
+// The runs side by side: a column per job, its status, steps, cost and stop reason, then
+// the rows of its evaluation block.
+function runsTable(runs) {
+  const row = (name, cells, key) => el("tr", { attrs: { "data-row": key } }, el("th", { textContent: name }),
+    cells.map((cell) => el("td", { className: "num" }, cell)));
+  const evaluated = (key) => runs.map((r) => {
+    const value = (r.job.evaluation || {})[key];
+    if (value === undefined || value === null || value === "") return NONE;
+    if (key.endsWith("_loss")) return number(value);
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    return String(value);
+  });
+  const tokens = (r) => (r.tokens.length ? Math.round(r.tokens[r.tokens.length - 1][1]).toLocaleString() : NONE);
+  return el("table", { id: "compare-runs" },
+    el("thead", {}, el("tr", {}, el("th"), runs.map((r) => el("th", { className: "num", attrs: { "data-job": r.job.id } },
+      el("i", { className: "swatch", style: { background: r.color } }),
+      el("a", { href: `#/jobs/${encodeURIComponent(r.job.id)}`, textContent: r.label }))))),
+    el("tbody", {},
+      row("Status", runs.map((r) => badge(r.job.status)), "status"),
+      row("Steps", runs.map((r) => `${r.job.progress?.step || 0} / ${r.job.planned_steps || "?"}`), "steps"),
+      row("Final loss", runs.map((r) => (r.job.progress?.loss !== undefined ? number(r.job.progress.loss) : NONE)), "final_loss"),
+      row("Tokens seen", runs.map(tokens), "tokens_seen"),
+      row("Cost", runs.map((r) => dollars(r.job.cost_micro_cents)), "cost"),
+      row("Stop reason", runs.map((r) => r.job.outcome?.stop_reason || NONE), "stop_reason"),
+      el("tr", { className: "group" }, el("th", { colSpan: runs.length + 1, textContent: "Evaluation" })),
+      EVALUATION_ROWS.map(([key, name]) => row(name, evaluated(key), `evaluation.${key}`))));
+}
+
+// The frozen configs' differences: a row per dotted path whose value is not the same in
+// every job, its differing cells marked; "show all" adds the paths they share.
+function configCard(runs) {
+  const flat = runs.map((r) => flattenConfig(configOf(r.job)));
+  const paths = [...new Set(flat.flatMap((f) => Object.keys(f)))];
+  const differs = new Set(paths.filter((p) => new Set(flat.map((f) => JSON.stringify(f[p] ?? null))).size > 1));
+  const all = el("input", { type: "checkbox", id: "config-all" });
+  const body = el("tbody");
+  const note = el("p", { className: "note", id: "config-same" });
+  const render = () => {
+    const shown = paths.filter((p) => all.checked || differs.has(p));
+    note.textContent = differs.size ? "" : "The jobs' configs are the same.";
+    body.replaceChildren(...shown.map((p) => {
+      const first = JSON.stringify(flat[0][p] ?? null);
+      return el("tr", { className: differs.has(p) ? "differs" : "", attrs: { "data-path": p } },
+        el("th", { className: "mono", textContent: p }),
+        flat.map((f) => el("td", { className: `mono${differs.has(p) && JSON.stringify(f[p] ?? null) !== first ? " differs" : ""}`,
+          textContent: cellText(f[p]) })));
+    }));
+  };
+  all.onchange = render;
+  render();
+  const node = card("Config",
+    el("div", { className: "toolbar" }, el("span", { className: "note", textContent: `${differs.size} of ${paths.length} settings differ` }),
+      el("label", { className: "inline" }, all, " show all")),
+    note,
+    el("table", { id: "compare-config" }, el("thead", {}, el("tr", {}, el("th", { textContent: "Setting" }),
+      runs.map((r) => el("th", {}, el("i", { className: "swatch", style: { background: r.color } }), r.label)))), body));
+  node.id = "config";
+  return node;
 }
 
 // ---- the wallet ----------------------------------------------------------------------------

@@ -127,6 +127,20 @@ class JobReads:
                 next_after=store.last_event_seq(session, row.id)
             )
             points = store.metric_points(session, row.id, names=names, after_step=after_step)
+            resumed = {
+                a.attempt_number: a.resume_step or 0
+                for a in store.attempts(session, row.id)
+                if a.resume_from_checkpoint
+            }
+            windows = series.trained_steps(store.metric_attempts(session, row.id), resumed)
+        # One point a step, of the attempt that trained the job's weights at that step: a
+        # retry's points replace an earlier attempt's from where it resumed.
+        points = [
+            p
+            for p in points
+            if p.attempt_number in windows
+            and windows[p.attempt_number][0] < p.step <= windows[p.attempt_number][1]
+        ]
         for name, group in itertools.groupby(points, key=lambda p: p.name):
             kept = list(group)
             if max_points:

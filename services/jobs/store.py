@@ -253,16 +253,22 @@ def job_artifacts(
 
 def metric_points(
     session: Session, job_id: str, *, names: list[str], after_step: int
-) -> Sequence[sa.Row[tuple[str, int, float, dt.datetime]]]:
-    """(name, step, value, create_time) by name, then attempt, then step: plain rows, so a
-    series of 100,000 points reads without building an object per point."""
+) -> Sequence[sa.Row[tuple[str, int, float, dt.datetime, int]]]:
+    """(name, step, value, create_time, attempt_number) by name, then attempt, then step:
+    plain rows, so a series of 100,000 points reads without building an object per point."""
     m = MetricRow
-    query = sa.select(m.name, m.step, m.value, m.create_time).where(
+    query = sa.select(m.name, m.step, m.value, m.create_time, m.attempt_number).where(
         m.job_id == job_id, m.step > after_step
     )
     if names:
         query = query.where(m.name.in_(names))
     return session.execute(query.order_by(m.name, m.attempt_number, m.step)).all()
+
+
+def metric_attempts(session: Session, job_id: str) -> list[int]:
+    """The attempts of the job that reported any metric point."""
+    m = MetricRow
+    return list(session.scalars(sa.select(m.attempt_number).where(m.job_id == job_id).distinct()))
 
 
 def attempts(session: Session, job_id: str) -> Sequence[AttemptRow]:

@@ -114,6 +114,14 @@ def test_a_cancelled_run_keeps_what_it_trained_and_a_resume_continues(client: ht
     steps = [p["step"] for p in series[0]["points"]]
     # The second attempt picked up at the step after the state it resumed from.
     assert steps.count(stopped_at + 1) == 1 and max(steps) == 40
+    # Its tokens seen go on from the checkpoint's count: one point a step, growing.
+    (seen,) = client.get(
+        f"/v1/train/jobs/{created['id']}/metrics", params={"names": "tokens_seen"}
+    ).json()["series"]
+    counts = [(p["step"], p["value"]) for p in seen["points"]]
+    assert [s for s, _ in counts] == list(range(1, 41))
+    values = [v for _, v in counts]
+    assert values == sorted(set(values))
 
 
 def test_a_job_naming_two_machines_trains_across_two_executors(

@@ -376,6 +376,45 @@ def test_a_cancel_reaches_the_executor_and_its_result_ends_the_job(
     assert late.status == "cancelled" and late.seq == 3
 
 
+def test_the_metrics_read_is_the_curve_the_job_trained_after_a_retry_starts_over(
+    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """Attempt 1 trains steps 1-3 and is cancelled; a retry that starts over trains from
+    step 1 again. The read answers one point a step, the retry's, never both attempts'."""
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    first = wire.claim()
+    wire.report(
+        first, status(1, "running"), metric(2, 1, 3.0), metric(3, 2, 2.9), metric(4, 3, 2.8)
+    )
+    creator.cancel(job.id)
+    ended = task_pb2.TaskEvent(seq=5, type="result", result=task_pb2.TaskResult(step=3))
+    assert wire.report(first, ended).status == "cancelled"
+
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    md = key(store, "acme", "member")
+
+    def curve() -> list[tuple[int, float]]:
+        answer = stub.ListJobMetrics(
+            job_service_pb2.ListJobMetricsRequest(id=job.id, names=["loss"]),
+            metadata=md,
+            timeout=30,
+        )
+        return [(p.step, p.value) for s in answer.series for p in s.points]
+
+    assert curve() == [(1, 3.0), (2, 2.9), (3, 2.8)]
+    retry = job_service_pb2.RetryJobRequest(id=job.id, idempotency_key="again")
+    assert stub.RetryJob(retry, metadata=md, timeout=30).attempt.attempt_number == 2
+    # Until the retry reports, the job's curve is still the one it trained.
+    assert curve() == [(1, 3.0), (2, 2.9), (3, 2.8)]
+    second = eventually(
+        lambda: wire.claim(wait=2), lambda c: bool(c.task.id), "the retry offered", timeout=30
+    )
+    assert second.task.resume_step == 0
+    wire.report(second, status(1, "running"), metric(2, 1, 3.1), metric(3, 2, 2.7))
+    assert curve() == [(1, 3.1), (2, 2.7)]
+
+
 def test_a_report_holds_at_most_500_events_and_cuts_log_lines(
     creator, claims: ServiceThread, store: Store
 ) -> None:  # type: ignore[no-untyped-def]

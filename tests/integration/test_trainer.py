@@ -246,6 +246,34 @@ def test_a_cancel_saves_what_was_trained_and_a_resume_continues_it(
     assert min(loss) == stopped["step"] + 1 and max(loss) == 24  # the step count continues
     for step, value in loss.items():  # and so does the loss: the same run, not a restart
         assert value == pytest.approx(before[step], rel=1e-4)
+    # The tokens seen continue from the state's count: both axes line up with the run
+    # that was never stopped.
+    seen, whole = series(resumed, "tokens_seen"), series(uninterrupted, "tokens_seen")
+    assert sorted(seen) == sorted(loss)
+    assert all(seen[step] == whole[step] for step in seen)
+    before_stop = series(events, "tokens_seen")  # from step 5: the loop above read 1-4
+    assert stopped["step"] in before_stop and all(whole[s] == v for s, v in before_stop.items())
+
+
+def test_tokens_seen_counts_each_steps_examples_without_padding(
+    full_run: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    from executor.trainers.language import data
+    from executor.wire.plan import Plan
+
+    work, events = full_run
+    seen = series(events, "tokens_seen")
+    assert sorted(seen) == list(range(1, 25))
+    # The count as the trainer's own split and batches give it: each step adds its
+    # examples' unpadded lengths, so it is cumulative and strictly growing.
+    plan = Plan.load(work / "task.json")
+    train, _, _ = data.examples(plan)
+    batches = data.step_batches(len(train), plan)
+    expected, total = {}, 0
+    for step, batch in enumerate(batches[:24], start=1):
+        total += sum(len(train[i].input_ids) for i in batch)
+        expected[step] = total
+    assert seen == expected
 
 
 def test_a_cancel_before_the_first_step_leaves_no_output(tmp_path: Path) -> None:

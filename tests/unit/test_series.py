@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.jobs.series import MIN_POINTS, downsample
+from services.jobs.series import MIN_POINTS, downsample, trained_steps
 
 values = st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=400)
 
@@ -36,3 +36,52 @@ def test_a_lone_spike_in_a_long_series_survives() -> None:
 def test_fewer_than_five_points_cannot_keep_ends_and_a_bucket() -> None:
     with pytest.raises(ValueError):
         downsample([(1, 1.0)] * 10, 4, value=lambda p: p[1])
+
+
+def _curve(points: dict[int, list[int]], resumed: dict[int, int]) -> list[tuple[int, int]]:
+    """(attempt, step) of each point kept, from each attempt's reported steps."""
+    windows = trained_steps(points, resumed)
+    return [
+        (attempt, step)
+        for attempt, steps in sorted(points.items())
+        for step in steps
+        if attempt in windows and windows[attempt][0] < step <= windows[attempt][1]
+    ]
+
+
+def test_a_resumed_attempt_continues_the_curve_of_the_one_it_resumed() -> None:
+    curve = _curve({1: [1, 2, 3], 2: [4, 5, 6]}, {2: 3})
+    assert curve == [(1, 1), (1, 2), (1, 3), (2, 4), (2, 5), (2, 6)]
+
+
+def test_an_attempt_that_starts_over_replaces_every_earlier_point() -> None:
+    assert _curve({1: [1, 2, 3, 4, 5], 2: [1, 2]}, {}) == [(2, 1), (2, 2)]
+
+
+def test_a_resume_from_an_older_checkpoint_hides_what_an_attempt_between_trained() -> None:
+    # Attempt 2 resumed at 5 and failed at 8 without saving; attempt 3 resumed at 5 again.
+    curve = _curve({1: [1, 2, 3, 4, 5], 2: [6, 7, 8], 3: [6, 7]}, {2: 5, 3: 5})
+    assert [s for _, s in curve] == [1, 2, 3, 4, 5, 6, 7]
+    assert {a for a, s in curve if s > 5} == {3}
+
+
+def test_an_attempt_with_no_points_yet_hides_nothing() -> None:
+    # Attempt 2 is queued (it reported nothing): the job's curve is still attempt 1's.
+    assert _curve({1: [1, 2]}, {}) == [(1, 1), (1, 2)]
+    assert trained_steps([], {}) == {}
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 30)), min_size=1, max_size=6))
+def test_the_curve_holds_each_step_once_in_order(attempts: list[tuple[bool, int]]) -> None:
+    """Each attempt resumes where the one before it stopped, or starts over; the curve
+    then has one point a step, steps 1 to where the last attempt stopped."""
+    points: dict[int, list[int]] = {}
+    resumed: dict[int, int] = {}
+    at = 0
+    for number, (resume, steps) in enumerate(attempts, start=1):
+        start = at if resume else 0
+        if resume:
+            resumed[number] = at
+        points[number] = list(range(start + 1, start + steps + 1))
+        at = start + steps
+    assert [s for _, s in _curve(points, resumed)] == list(range(1, at + 1))

@@ -222,11 +222,14 @@ class LanguageSteps:
         if world > 1:
             dist.all_reduce(reported)
         elapsed = time.perf_counter() - tick
+        # The global batch's examples, unpadded: what tokens_per_second and tokens_seen count.
+        lengths = [len(self.train[i].input_ids) for i in batch]
         metrics = {
             "loss": round(reported.item() / total, 6),
             "learning_rate": self.scheduler.get_last_lr()[0],
             "grad_norm": round(grad_norm, 6),
-            **self._rates([len(self.train[i].input_ids) for i in batch], elapsed),
+            **self._rates(lengths, elapsed),
+            deepspeed.TOKENS: sum(lengths),
         }
         if index == 0:  # a series of one point, at the first step
             metrics["truncated_examples"] = float(self.truncated)

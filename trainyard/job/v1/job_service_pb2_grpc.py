@@ -217,7 +217,10 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobMetrics(self, request, context):
-        """Reads a job's metric series.
+        """Reads a job's metric series: the curve the job trained, one point a step.
+        Where a retry resumed from a checkpoint, its points follow the earlier
+        attempt's up to the checkpoint's step; a retry that started over replaces
+        the earlier points once it reports its own.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
