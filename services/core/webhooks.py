@@ -147,9 +147,11 @@ def enqueue(
             redelivery_of="",
             create_time=now,
             update_time=now,
-        ).on_conflict_do_nothing()
+        )
+        .on_conflict_do_nothing()
+        .returning(DeliveryRow.id)
     )
-    if done.rowcount != 1:  # type: ignore[attr-defined]
+    if done.scalar() is None:  # queued already
         return False
     mark(session, topic())
     return True

@@ -162,9 +162,10 @@ class Deliverer:
                     sa.update(DeliveryRow)
                     .where(DeliveryRow.id == delivery_id, due)
                     .values(lease_until=now + self._lease, lease_owner=self._owner)
+                    .returning(DeliveryRow.id)
                     .execution_options(synchronize_session=False)
-                )
-                if taken.rowcount != 1:  # type: ignore[attr-defined]
+                ).scalar()
+                if taken is None:
                     continue  # another replica's
                 row = session.get(DeliveryRow, delivery_id, populate_existing=True)
                 assert row is not None

@@ -197,9 +197,9 @@ class WebhookService:
         )
         with self._store.unit(write=False) as session:
             rows = list(session.scalars(query.limit(limit + 1)))
-        more, rows = len(rows) > limit, rows[:limit]
-        following = self._token(rows[-1].create_time, rows[-1].id, scope) if more else ""
-        return [to_proto(r) for r in rows], following
+            more, rows = len(rows) > limit, rows[:limit]
+            following = self._token(rows[-1].create_time, rows[-1].id, scope) if more else ""
+            return [to_proto(r) for r in rows], following
 
     def _token(self, when: dt.datetime, key: str, scope: dict[str, str]) -> str:
         return self._tokens.encode({"t": when.isoformat(), "id": key}, scope)
@@ -252,9 +252,9 @@ class WebhookService:
                 position,
             )
             rows = list(session.scalars(query.limit(limit + 1)))
-        more, rows = len(rows) > limit, rows[:limit]
-        following = self._token(rows[-1].create_time, rows[-1].id, scope) if more else ""
-        return [delivery_proto(r) for r in rows], following
+            more, rows = len(rows) > limit, rows[:limit]
+            following = self._token(rows[-1].create_time, rows[-1].id, scope) if more else ""
+            return [delivery_proto(r) for r in rows], following
 
     def redeliver(
         self, principal: Principal, hook_id: str, delivery_id: str, request_id: str = ""
