@@ -54,6 +54,8 @@ from trainyard.sdk_clients import (
     to_datum,
     to_model_input,
 )
+from trainyard.sdk_webhooks import WebhookMethods
+from trainyard.webhook.v1 import webhook_service_pb2_grpc
 
 __all__ = [
     "APIFuture", "Client", "TrainingClient", "TrainyardError", "datum_from_text",
@@ -66,9 +68,10 @@ LOG_READ_BYTES = 1024 * 1024
 LOG_WAIT_SECONDS = 25
 
 
-class Client(ArtifactMethods):
+class Client(ArtifactMethods, WebhookMethods):
     """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
-    (upload, download, ...) are written in `trainyard.sdk_artifacts`."""
+    (upload, download, ...) are written in `trainyard.sdk_artifacts`, its webhook calls in
+    `trainyard.sdk_webhooks`."""
 
     def __init__(
         self,
@@ -89,6 +92,7 @@ class Client(ArtifactMethods):
         self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)
         self.clients = client_service_pb2_grpc.ClientServiceStub(self._channel)
+        self.hooks = webhook_service_pb2_grpc.WebhookServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -112,7 +116,7 @@ class Client(ArtifactMethods):
         org: str | None = None,
         **md: str,
     ) -> Any:
-        stubs = (self.artifacts, self.meter, self.clients)
+        stubs = (self.artifacts, self.meter, self.clients, self.hooks)
         stub = next((s for s in stubs if hasattr(s, method)), self.jobs)
         if org:
             md["x-org-id"] = org
