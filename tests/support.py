@@ -56,6 +56,14 @@ class StackProcess:
             # builds here (`hf_cache`), as a deployment without internet would.
             "HF_HUB_OFFLINE": "1",
             "HF_HUB_CACHE": str(home.parent / f"{home.name}-hf-cache"),
+            # Webhooks reach the receivers tests run on loopback (nothing else is allowed),
+            # retry within a second, and the scans for stalled jobs and expiring outputs
+            # run every second.
+            "TRAINYARD_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32",
+            "TRAINYARD_WEBHOOK_RETRY_SCHEDULE": "0,0.5",
+            "TRAINYARD_WEBHOOK_RETRY_WINDOW_SECONDS": "120",
+            "TRAINYARD_WEBHOOK_POLL_SECONDS": "1",
+            "TRAINYARD_WEBHOOK_SCAN_SECONDS": "1",
             **(env or {}),
         }
         self.log_path = home.parent / f"{home.name}-stack.log"
