@@ -11,8 +11,10 @@ import secrets
 from pathlib import Path
 
 import httpx
+from playwright.sync_api import Page, expect
 from standardwebhooks.webhooks import Webhook
 
+from tests.e2e import test_console as console
 from tests.support import Receiver, StackProcess, bearer, org_executor, reason, wait_for_job
 
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
@@ -187,3 +189,60 @@ def test_the_cli_registers_lists_reads_and_deletes_an_endpoint(stack: StackProce
     assert "field: url" in refused.stderr and "10.0.0.1" not in refused.stderr
     assert stack.cli("webhooks", "delete", hook["id"], key=key).stdout.strip().endswith("deleted")
     assert stack.cli("webhooks", "list", key=key).stdout == ""
+
+
+# The console's browser and page, as its own tests open them (chromium by Playwright).
+browser, page = console.browser, console.page
+
+
+def test_the_console_registers_an_endpoint_shows_its_log_and_redelivers(
+    stack: StackProcess, page: Page, tmp_path: Path
+) -> None:
+    admin, member, org = clients(stack)
+    with Receiver(answers=[500]) as receiver:
+        console.sign_in(page, stack, stack.create_key(org, "admin"))
+        page.click("a[data-nav=webhooks]")
+        page.fill("#webhook-url", receiver.url)
+        page.fill("#webhook-description", "the on-call pager")
+        cancelled = page.locator("#webhook-events input[value='job.cancelled']")
+        expect(cancelled).to_be_checked()  # the jobs' ends are checked to begin with
+        page.click("#webhook-events input[value='job.stalled']")
+        page.click("button:has-text('Add endpoint')")
+        expect(page.locator("#webhook-secret code")).to_contain_text("whsec_")
+        secret = page.locator("#webhook-secret code").inner_text()
+        expect(page.locator("#webhooks")).to_contain_text(receiver.url)
+        (hook,) = admin.get("/v1/train/webhooks").json()["webhooks"]
+        assert {"job.cancelled", "job.stalled"} <= set(hook["events"])
+        assert hook["description"] == "the on-call pager"
+        expect(cancelled).to_be_checked()  # the form is ready for the next one
+
+        job = member.post(
+            "/v1/train/jobs",
+            json={"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
+                  "resources": {"machines": [f"nowhere-{secrets.token_hex(3)}"]}},
+        ).json()  # fmt: skip
+        member.post(f"/v1/train/jobs/{job['id']}/cancel", json={})
+        receiver.wait_for(lambda r: len(r) >= 2)  # the 500, then its retry
+
+        page.locator(f"#webhooks tr[data-webhook='{hook['id']}'] a").click()
+        rows = page.locator("#deliveries tbody tr[data-delivery]")
+        expect(rows).to_have_count(1)
+        expect(rows.first.locator("[data-status]")).to_have_attribute(
+            "data-status", "succeeded", timeout=10_000
+        )
+        expect(rows.first).to_contain_text("HTTP 200")
+        expect(rows.first.locator("td.num")).to_have_text("2")
+        rows.first.locator("button:has-text('Redeliver')").click()
+        expect(rows).to_have_count(2)
+        expect(rows.first).to_contain_text("redelivery")
+        expect(rows.first.locator("[data-status]")).to_have_attribute(
+            "data-status", "succeeded", timeout=10_000
+        )
+        third = receiver.wait_for(lambda r: len(r) >= 3)[2]
+        assert Webhook(secret).verify(third[1], third[0])["data"]["job_id"] == job["id"]
+        console.screenshot(page, tmp_path, "console-webhooks.png")
+
+        page.on("dialog", lambda dialog: dialog.accept())  # the deletion's confirmation
+        page.locator("button:has-text('Delete')").click()
+        expect(page.locator("#webhooks")).to_contain_text("No endpoints yet.")
+    assert admin.get("/v1/train/webhooks").json()["webhooks"] == []
