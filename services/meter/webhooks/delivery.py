@@ -218,18 +218,21 @@ class Deliverer:
                 )
 
     def until_due(self) -> float:
-        """Seconds until the soonest pending delivery is due (the poll when none is)."""
+        """Seconds until the soonest pending delivery no worker holds is due (the poll
+        when none is: one another replica is sending is its to record)."""
+        now = self._now()
         with self._store.unit(write=False) as session:
             soonest = session.scalar(
                 sa.select(sa.func.min(DeliveryRow.next_attempt_time)).where(
-                    DeliveryRow.status == PENDING
+                    DeliveryRow.status == PENDING,
+                    sa.or_(DeliveryRow.lease_until.is_(None), DeliveryRow.lease_until < now),
                 )
             )
         if soonest is None:
             return self._poll
         if soonest.tzinfo is None:  # SQLite's aggregate skips the column's type
             soonest = soonest.replace(tzinfo=dt.UTC)
-        return max((soonest - self._now()).total_seconds(), 0.0)
+        return max((soonest - now).total_seconds(), 0.0)
 
     # -- the receiver's side ---------------------------------------------------------------
 
