@@ -89,7 +89,7 @@ SERVES: dict[str, tuple[str, ...]] = {
     "jobs": ("trainyard.job.v1.JobService",),
     "claims": ("trainyard.claim.v1.ClaimService", "trainyard.client.v1.ClientService"),
     "artifacts": ("trainyard.artifact.v1.ArtifactService",),
-    "meter": ("trainyard.meter.v1.MeterService",),
+    "meter": ("trainyard.meter.v1.MeterService", "trainyard.webhook.v1.WebhookService"),
 }
 # Upstream name → the gRPC service whose health stands for the upstream's.
 SERVICES = {name: served[0] for name, served in SERVES.items()}

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +56,14 @@ class StackProcess:
             # builds here (`hf_cache`), as a deployment without internet would.
             "HF_HUB_OFFLINE": "1",
             "HF_HUB_CACHE": str(home.parent / f"{home.name}-hf-cache"),
+            # Webhooks reach the receivers tests run on loopback (nothing else is allowed),
+            # retry within a second, and the scans for stalled jobs and expiring outputs
+            # run every second.
+            "TRAINYARD_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32",
+            "TRAINYARD_WEBHOOK_RETRY_SCHEDULE": "0,0.5",
+            "TRAINYARD_WEBHOOK_RETRY_WINDOW_SECONDS": "120",
+            "TRAINYARD_WEBHOOK_POLL_SECONDS": "1",
+            "TRAINYARD_WEBHOOK_SCAN_SECONDS": "1",
             **(env or {}),
         }
         self.log_path = home.parent / f"{home.name}-stack.log"
@@ -362,3 +370,64 @@ def assert_envoy_accepts(config: str, tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+class Receiver:
+    """A webhook receiver a test runs on 127.0.0.1 (port 0, in a thread of the test): it
+    keeps each POST (its headers, lower-cased, and its body) and answers the statuses
+    `answers` lists, one a request, then 200. Stopped when the `with` block ends."""
+
+    def __init__(self, answers: Sequence[int] = ()) -> None:
+        import http.server
+        import threading
+
+        self.received: list[tuple[dict[str, str], bytes]] = []
+        self._answers = list(answers)
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                with outer._lock:
+                    outer.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                    status = outer._answers.pop(0) if outer._answers else 200
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+
+    def __enter__(self) -> Receiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [json.loads(body) for _, body in self.received]
+
+    def wait_for(
+        self, holds: Callable[[list[tuple[dict[str, str], bytes]]], bool], timeout: float = 30
+    ) -> list[tuple[dict[str, str], bytes]]:
+        """The requests received once `holds(them)`; fails with what came by the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                got = list(self.received)
+            if holds(got):
+                return got
+            assert time.monotonic() < deadline, f"the receiver got {len(got)} requests"
+            time.sleep(0.05)

@@ -20,6 +20,7 @@ from trainyard.cli_base import dollars as _dollars
 from trainyard.cli_base import exact_dollars as _exact_dollars
 from trainyard.cli_base import print_message as _print
 from trainyard.cli_jobs import jobs
+from trainyard.cli_webhooks import webhooks
 
 
 class _Commands(click.Group):
@@ -94,6 +95,7 @@ def main(ctx: click.Context, url: str, api_key: str) -> None:
 
 
 main.add_command(jobs)
+main.add_command(webhooks)
 
 
 class _ModelCommands(_Commands):

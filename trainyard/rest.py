@@ -81,6 +81,7 @@ STATUSES: Mapping[str, tuple[int, str]] = {
     "RATE_LIMITED": (429, "Too many requests"),
     "PAYLOAD_TOO_LARGE": (413, "Content too large"),
     "DEADLINE_EXCEEDED": (504, "Deadline exceeded"),
+    "WEBHOOK_LIMIT": (409, "Webhook limit"),
 }
 # Refusals a retry meets where a create met 422: the job exists, its state refuses (002).
 AT_RETRY = frozenset(

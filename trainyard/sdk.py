@@ -55,6 +55,8 @@ from trainyard.sdk_clients import (
     to_model_input,
 )
 from trainyard.sdk_compare import CompareMethods, Comparison, Run
+from trainyard.sdk_webhooks import WebhookMethods
+from trainyard.webhook.v1 import webhook_service_pb2_grpc
 
 __all__ = [
     "APIFuture", "Client", "Comparison", "Run", "TrainingClient", "TrainyardError",
@@ -67,10 +69,11 @@ LOG_READ_BYTES = 1024 * 1024
 LOG_WAIT_SECONDS = 25
 
 
-class Client(ArtifactMethods, CompareMethods):
+class Client(ArtifactMethods, CompareMethods, WebhookMethods):
     """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
     (upload, download, ...) are written in `trainyard.sdk_artifacts`, its comparison of
-    jobs (`compare_jobs`) in `trainyard.sdk_compare`."""
+    jobs (`compare_jobs`) in `trainyard.sdk_compare`, its webhook calls in
+    `trainyard.sdk_webhooks`."""
 
     def __init__(
         self,
@@ -91,6 +94,7 @@ class Client(ArtifactMethods, CompareMethods):
         self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)
         self.clients = client_service_pb2_grpc.ClientServiceStub(self._channel)
+        self.hooks = webhook_service_pb2_grpc.WebhookServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -114,7 +118,7 @@ class Client(ArtifactMethods, CompareMethods):
         org: str | None = None,
         **md: str,
     ) -> Any:
-        stubs = (self.artifacts, self.meter, self.clients)
+        stubs = (self.artifacts, self.meter, self.clients, self.hooks)
         stub = next((s for s in stubs if hasattr(s, method)), self.jobs)
         if org:
             md["x-org-id"] = org

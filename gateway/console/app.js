@@ -1,4 +1,4 @@
-// Trainyard's console: the org's jobs, a job training live, the wallet. Every call goes
+// Trainyard's console: the org's jobs, a job training live, the wallet, the webhooks. Every call goes
 // through the REST API with the key pasted at sign-in, kept in this tab's sessionStorage
 // only. Nothing the API answers is inserted as HTML: elements are built and their text set.
 "use strict";
@@ -12,6 +12,8 @@ const PAGE = 20;
 const FIXTURES = { "fixture-tiny-llm": "fixture:synthetic-tiny-v1", "fixture-tiny-decider": "fixture:decisions-tiny-v1" };
 const CHART_POINTS = 2000;
 const WAIT_SECONDS = 20;
+const WEBHOOK_EVENTS = ["job.succeeded", "job.failed", "job.cancelled", "job.stopped", "job.rejected",
+  "job.stalled", "budget.threshold", "spend_cap.threshold", "artifact.expiring"];
 
 // ---- building the page -------------------------------------------------------------------
 
@@ -179,6 +181,8 @@ function route() {
   if (parts[0] === "jobs" && parts[1]) return jobPage(decodeURIComponent(parts[1]), signal);
   if (parts[0] === "wallet") return walletPage(params, signal);
   if (parts[0] === "compare") return comparePage(params, signal);
+  if (parts[0] === "webhooks" && parts[1]) return webhookPage(decodeURIComponent(parts[1]), params, signal);
+  if (parts[0] === "webhooks") return webhooksPage(signal);
   return jobsPage(params, signal);
 }
 
@@ -1101,6 +1105,141 @@ async function walletPage(params, signal) {
       el("div", { className: "pager" },
         back.length ? el("a", { className: "button", textContent: "Newer", href: `#/wallet${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
         ledger.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/wallet${query({ page: ledger.next_page_token, back: [...back, token] })}` }) : null)));
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
+// ---- webhooks ------------------------------------------------------------------------------
+
+// The org's endpoints, and a form to register one (its admins'); the signing secret the
+// create answers is shown here once.
+async function webhooksPage(signal) {
+  const errors = errorSlot();
+  const field = (label, input) => el("label", {}, el("span", { textContent: label }), input);
+  const url = el("input", { id: "webhook-url", type: "url", required: true, placeholder: "https://hooks.example.com/trainyard" });
+  const description = el("input", { id: "webhook-description", maxLength: 256 });
+  const boxes = WEBHOOK_EVENTS.map((name) => el("input", { type: "checkbox", value: name, defaultChecked: name.startsWith("job.") && name !== "job.stalled" }));
+  const events = el("fieldset", { className: "events", id: "webhook-events" }, el("legend", { textContent: "Events" }),
+    boxes.map((box) => el("label", { className: "check" }, box, el("span", { className: "mono", textContent: box.value }))));
+  const secret = el("div", { id: "webhook-secret" });
+  const body = el("tbody");
+  const form = el("form", { className: "form" }, field("URL", url), field("Description", description), events,
+    el("div", { className: "toolbar" }, el("button", { className: "primary", type: "submit", textContent: "Add endpoint" })));
+  show(el("h1", { textContent: "Webhooks" }), errors, secret,
+    card("Endpoints", el("table", { id: "webhooks" }, el("thead", {}, el("tr", {}, ["Endpoint", "URL", "Events", "Created"].map((t) => el("th", { textContent: t })))), body)),
+    card("Add an endpoint", el("p", { className: "note", textContent: "Deliveries are signed as the Standard Webhooks specification says; verify them with the secret shown once here." }), form));
+
+  const load = async () => {
+    const found = [];
+    let token = "";
+    do {
+      const page = await api("GET", `/v1/train/webhooks${query({ page_size: 100, page_token: token })}`, { signal });
+      found.push(...page.webhooks);
+      token = page.next_page_token;
+    } while (token);
+    body.replaceChildren(...found.map((hook) => el("tr", { attrs: { "data-webhook": hook.id } },
+      el("td", {}, el("a", { href: `#/webhooks/${encodeURIComponent(hook.id)}`, className: "mono", textContent: hook.id }),
+        hook.description ? el("div", { className: "note", textContent: hook.description }) : null),
+      el("td", { className: "mono", textContent: hook.url }),
+      el("td", { className: "mono", textContent: hook.events.join(", ") }),
+      el("td", { textContent: when(hook.create_time) }))));
+    if (!found.length) body.append(el("tr", {}, el("td", { colSpan: 4, className: "note", textContent: "No endpoints yet." })));
+  };
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    errors.report(null);
+    try {
+      const made = await api("POST", "/v1/train/webhooks", { signal, body: {
+        url: url.value.trim(), description: description.value, events: boxes.filter((b) => b.checked).map((b) => b.value) } });
+      fill(secret, card("Signing secret", el("p", { className: "note", textContent: `Keep it now: ${made.id}'s secret is not shown again.` }),
+        el("code", { className: "secret", textContent: made.secret })));
+      form.reset();
+      await load();
+    } catch (err) {
+      if (!signal.aborted) errors.report(err);
+    }
+  };
+  try {
+    await load();
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
+// One endpoint and its delivery log, newest first, each delivery with a Redeliver button.
+async function webhookPage(id, params, signal) {
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const errors = errorSlot();
+  const path = `/v1/train/webhooks/${encodeURIComponent(id)}`;
+  const head = el("div");
+  const body = el("tbody");
+  const pager = el("div", { className: "pager" });
+  show(el("h1", {}, "Webhook ", el("span", { className: "mono", textContent: id }), el("span", { className: "actions" },
+    el("button", { className: "danger", type: "button", textContent: "Delete", onclick: async () => {
+      if (!confirm("Delete this endpoint and its delivery log?")) return;
+      try {
+        await api("DELETE", path, { signal });
+        location.hash = "/webhooks";
+      } catch (err) {
+        errors.report(err);
+      }
+    } }))),
+  errors, head,
+  card("Deliveries", el("table", { id: "deliveries" }, el("thead", {}, el("tr", {},
+    ["Queued", "Event", "Status", "Attempts", "Last answer", "Message", ""].map((t, i) => el("th", { className: i === 3 ? "num" : "", textContent: t })))), body), pager));
+
+  const redeliver = (delivery, button) => async () => {
+    button.disabled = true;
+    errors.report(null);
+    try {
+      await api("POST", `${path}/deliveries/${encodeURIComponent(delivery.id)}/redeliver`, { body: {}, signal });
+      await load();
+    } catch (err) {
+      errors.report(err);
+      button.disabled = false;
+    }
+  };
+  const row = (delivery) => {
+    const button = el("button", { type: "button", textContent: "Redeliver" });
+    button.onclick = redeliver(delivery, button);
+    const answer = [delivery.last_status_code ? `HTTP ${delivery.last_status_code}` : "", delivery.last_error].filter(Boolean).join(" · ");
+    return el("tr", { attrs: { "data-delivery": delivery.id } },
+      el("td", { textContent: when(delivery.create_time) }),
+      el("td", { className: "mono", textContent: delivery.event_type }),
+      el("td", {}, badge(delivery.status), delivery.next_attempt_time && delivery.status === "pending"
+        ? el("div", { className: "note", textContent: `next ${when(delivery.next_attempt_time)}` }) : null),
+      el("td", { className: "num", textContent: String(delivery.attempts || 0) }),
+      el("td", { textContent: answer || "—" }),
+      el("td", { className: "mono note", textContent: delivery.message_id }, delivery.redelivery_of ? el("div", { textContent: "redelivery" }) : null),
+      el("td", {}, button));
+  };
+  const load = async () => {
+    const page = await api("GET", `${path}/deliveries${query({ page_size: 25, page_token: token })}`, { signal });
+    body.replaceChildren(...page.deliveries.map(row));
+    if (!page.deliveries.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "Nothing delivered yet." })));
+    fill(pager,
+      back.length ? el("a", { className: "button", textContent: "Newer", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+      page.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: page.next_page_token, back: [...back, token] })}` }) : null);
+  };
+  try {
+    const hook = await api("GET", path, { signal });
+    fill(head, card("Endpoint", facts([
+      ["URL", el("span", { className: "mono", textContent: hook.url })],
+      ["Events", el("span", { className: "mono", textContent: hook.events.join(", ") })],
+      ["Description", hook.description],
+      ["Stalled after", seconds(hook.stalled_after_seconds)],
+      ["Expiring within", seconds(hook.expiring_within_seconds)],
+      ["Thresholds", (hook.thresholds_percent || []).map((p) => `${p}%`).join(", ")],
+      ["Created", when(hook.create_time)],
+    ])));
+    // Refreshed while shown, so retries and redeliveries move on their own.
+    while (!signal.aborted) {
+      await load();
+      errors.report(null);
+      await pause(3000, signal);
+    }
   } catch (err) {
     if (!signal.aborted) errors.report(err);
   }

@@ -6,6 +6,7 @@ Only `main` functions call `Config.from_env`; everything else receives the objec
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,8 @@ from trainyard.training import catalog
 
 # The most processes of one service a stack runs: it runs them all on one machine.
 MAX_REPLICAS = 16
+# Standard Webhooks' retry schedule: at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, ...
+WEBHOOK_RETRY_SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0)
 
 
 class ConfigError(ValueError):
@@ -100,6 +103,18 @@ class Config:
     # The process name a replica's run files and log lines carry (`jobs`, `jobs-2`, ...),
     # set by `trainyard up`; empty: the service's own name.
     replica_name: str = ""
+    # Webhooks: the networks deliveries may reach besides public addresses (CIDRs; none
+    # by default, so no loopback, private or link-local address is ever sent to); the
+    # seconds between a delivery's attempts (the Standard Webhooks schedule, its last gap
+    # repeated) within the window after the first, then it has failed; one attempt's
+    # limit; how often the worker looks for due deliveries when no wake-up came, and how
+    # often it scans for stalled jobs and expiring outputs.
+    webhook_allowed_networks: tuple[str, ...] = ()
+    webhook_retry_schedule: tuple[float, ...] = WEBHOOK_RETRY_SCHEDULE
+    webhook_retry_window_seconds: float = 86_400.0
+    webhook_timeout_seconds: float = 12.0
+    webhook_poll_seconds: float = 5.0
+    webhook_scan_seconds: float = 60.0
 
     @property
     def models_dir(self) -> Path:
@@ -155,6 +170,26 @@ class Config:
             )
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise ConfigError(f"TRAINYARD_REPLICAS must be from 1 to {MAX_REPLICAS}.")
+        for network in self.webhook_allowed_networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    "TRAINYARD_WEBHOOK_ALLOWED_NETWORKS must be comma-separated CIDRs "
+                    "(127.0.0.1/32, 10.0.0.0/8, ::1/128)."
+                ) from None
+        if not self.webhook_retry_schedule or min(self.webhook_retry_schedule) < 0:
+            raise ConfigError(
+                "TRAINYARD_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds, none negative."
+            )
+        if not 1 <= self.webhook_timeout_seconds <= 30:
+            raise ConfigError("TRAINYARD_WEBHOOK_TIMEOUT_SECONDS must be from 1 to 30.")
+        if min(self.webhook_poll_seconds, self.webhook_scan_seconds) <= 0:
+            raise ConfigError(
+                "TRAINYARD_WEBHOOK_POLL_SECONDS and TRAINYARD_WEBHOOK_SCAN_SECONDS must be above 0."
+            )
+        if self.webhook_retry_window_seconds <= 0:
+            raise ConfigError("TRAINYARD_WEBHOOK_RETRY_WINDOW_SECONDS must be above 0.")
         if self.replicas > 1 and self.database_url.startswith("sqlite"):
             raise ConfigError(
                 "TRAINYARD_REPLICAS above 1 needs TRAINYARD_DATABASE_URL on PostgreSQL: "
@@ -171,6 +206,25 @@ class Config:
         def num(name: str, default: int) -> int:
             raw = env.get(f"TRAINYARD_{name}", "")
             return int(raw) if raw.strip() else default
+
+        def seconds(name: str, default: float) -> float:
+            raw = env.get(f"TRAINYARD_{name}", "")
+            try:
+                return float(raw) if raw.strip() else default
+            except ValueError:
+                raise ConfigError(f"TRAINYARD_{name} must be a number of seconds.") from None
+
+        def listed(name: str) -> tuple[str, ...]:
+            return tuple(
+                p.strip() for p in env.get(f"TRAINYARD_{name}", "").split(",") if p.strip()
+            )
+
+        try:
+            schedule = tuple(float(p) for p in listed("WEBHOOK_RETRY_SCHEDULE"))
+        except ValueError:
+            raise ConfigError(
+                "TRAINYARD_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds."
+            ) from None
 
         home = Path(env.get("TRAINYARD_HOME") or "./.trainyard").resolve()
         gateway_port = num("GATEWAY_PORT", 8080)
@@ -224,6 +278,12 @@ class Config:
             streams_per_key=num("STREAMS_PER_KEY", 64),
             replicas=num("REPLICAS", 1),
             replica_name=env.get("TRAINYARD_REPLICA_NAME", ""),
+            webhook_allowed_networks=listed("WEBHOOK_ALLOWED_NETWORKS"),
+            webhook_retry_schedule=schedule or WEBHOOK_RETRY_SCHEDULE,
+            webhook_retry_window_seconds=seconds("WEBHOOK_RETRY_WINDOW_SECONDS", 86_400.0),
+            webhook_timeout_seconds=seconds("WEBHOOK_TIMEOUT_SECONDS", 12.0),
+            webhook_poll_seconds=seconds("WEBHOOK_POLL_SECONDS", 5.0),
+            webhook_scan_seconds=seconds("WEBHOOK_SCAN_SECONDS", 60.0),
         )
         config.check()
         return config

@@ -14,6 +14,8 @@ from types import MappingProxyType
 
 # An org's people: its members and admins in their own org, the operator in any org.
 ORG_USERS = frozenset({"member", "admin", "operator"})
+# An org's admins in their own org, and the operator in any.
+ORG_ADMINS = frozenset({"admin", "operator"})
 # The machines that train: an org's executors and the platform's (whose key is nothing
 # more, so a trainer that escapes into its executor reaches no service's internal calls).
 MACHINES = frozenset({"executor", "platform-machine", "platform"})
@@ -94,9 +96,19 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "SetRate": DEPLOYMENT,
         "CreditWallet": DEPLOYMENT,
         # An org's admins cap what its work may spend; the operator may too.
-        "SetSpendCap": frozenset({"admin", "operator"}),
+        "SetSpendCap": ORG_ADMINS,
         "EstimatePrice": INTERNAL,
         "SweepStorage": DEPLOYMENT,
+    },
+    "trainyard.webhook.v1.WebhookService": {
+        # An org's admins decide where its events go (and the operator may); its people
+        # read the endpoints and their delivery logs.
+        "CreateWebhook": ORG_ADMINS,
+        "ListWebhooks": ORG_USERS,
+        "GetWebhook": ORG_USERS,
+        "DeleteWebhook": ORG_ADMINS,
+        "ListWebhookDeliveries": ORG_USERS,
+        "RedeliverWebhookDelivery": ORG_ADMINS,
     },
 }
 

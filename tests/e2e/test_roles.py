@@ -33,8 +33,9 @@ INTERNAL = {
     "ListPublished",
 }
 DEPLOYMENT = {"SweepArtifacts", "SweepStorage", "SetRate", "CreditWallet"}
-# An org's administrators cap its spend; the operator may too.
-ORG_ADMIN = {"SetSpendCap"}
+# An org's administrators cap its spend and say where its webhooks send its events; the
+# operator may too.
+ORG_ADMIN = {"SetSpendCap", "CreateWebhook", "DeleteWebhook", "RedeliverWebhookDelivery"}
 
 
 def may_call(role: str, method: str) -> bool:
@@ -195,9 +196,9 @@ def answered_over_rest(answer: httpx.Response) -> bool:
 
 def test_the_walk_covers_every_service_and_the_claim_routes() -> None:
     walked = methods()
-    packages = {"job", "claim", "artifact", "meter", "client"}
+    packages = {"job", "claim", "artifact", "meter", "client", "webhook"}
     assert {m.service.split(".")[1] for m in walked} == packages
-    routed = {"CreateJob", "ClaimTask", "SetRate", "CreateTrainingClient"}
+    routed = {"CreateJob", "ClaimTask", "SetRate", "CreateTrainingClient", "CreateWebhook"}
     assert {m.name for m in walked if m.verb} >= routed
     assert {m.name for m in walked if not m.verb} >= {"Connect", "GrantJobArtifact"}
 

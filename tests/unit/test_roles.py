@@ -116,7 +116,9 @@ def test_people_never_do_a_machines_work() -> None:
 
 
 def test_an_admin_does_what_a_member_does_and_caps_spend_and_the_operator_more() -> None:
-    assert methods_of("admin") == methods_of("member") | {"SetSpendCap"}
+    # An org's admins also decide where its webhooks send its events.
+    webhook_writes = {"CreateWebhook", "DeleteWebhook", "RedeliverWebhookDelivery"}
+    assert methods_of("admin") == methods_of("member") | {"SetSpendCap"} | webhook_writes
     assert methods_of("admin") < methods_of("operator")
     assert methods_of("operator") - methods_of("admin") == {
         "SweepArtifacts",

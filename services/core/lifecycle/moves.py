@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, object_session
 
-from services.core import audit, errors
+from services.core import audit, errors, webhooks
 from services.core.lifecycle.money import release_holds
 from services.core.states import (
     ATTEMPT_MOVES,
@@ -177,6 +177,8 @@ def move_job(
         request_id=request_id,
         reason=reason or None,
     )
+    if target in TERMINAL:  # the org's webhooks hear of it once this commits
+        webhooks.job_ended(session, job)
     return True
 
 

@@ -12,6 +12,7 @@ import datetime as dt
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from services.core import webhooks
 from services.core.money import ledger, rates, windows
 from services.core.money.tables import WalletRow
 from services.core.object_tables import ObjectRow
@@ -53,7 +54,7 @@ def accrue(session: Session, policy: windows.Policy, org: str, now: dt.datetime)
     amount = span_price(size, rates.rate(session, rates.STORAGE)[0], seconds)
     if amount > 0:
         span = f"{int(since.timestamp())}/{int(through.timestamp())}"
-        ledger.post(
+        if ledger.post(
             session,
             wallet,
             f"storage/{span}",
@@ -62,7 +63,10 @@ def accrue(session: Session, policy: windows.Policy, org: str, now: dt.datetime)
             now=now,
             span=span,
             quantity=float(size) * seconds,
-        )
+        ):
+            webhooks.charged(
+                session, org=wallet.org, project="", job_id="", amount=amount, budget=None, now=now
+            )
     return amount
 
 

@@ -27,7 +27,7 @@ import math
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from services.core import errors
+from services.core import errors, webhooks
 from services.core.config import Config
 from services.core.money import ledger, rates
 from services.core.money.rates import MICRO_CENTS_PER_CENT, cost, seconds_for
@@ -255,7 +255,7 @@ def meter(
         due = cost(used, hold.rate) - hold.charged_micro_cents
         if hold.charged and due > 0:
             wallet = ledger.wallet(session, hold.org, free_cents=policy.free_cents, now=now)
-            ledger.post(
+            posted = ledger.post(
                 session,
                 wallet,
                 f"compute/{hold.task_id}/{hold.epoch}/{used}",
@@ -268,6 +268,17 @@ def meter(
                 quantity=float(used - before),
             )
             hold.charged_micro_cents += due
+            if posted:  # a threshold an org's webhook watches may be crossed
+                budget = _bounds_of(resources)[1]
+                webhooks.charged(
+                    session,
+                    org=hold.org,
+                    project=hold.project,
+                    job_id=hold.job_id,
+                    amount=due,
+                    budget=budget,
+                    now=now,
+                )
     hold.update_time = now
     left = hold.held_seconds - hold.used_seconds
     if left >= policy.renew_below * hold.devices:
@@ -359,6 +370,10 @@ def charge_client(
         now=now,
         quantity=engine_seconds,
     )
+    if applied:
+        webhooks.charged(
+            session, org=org, project="", job_id="", amount=amount, budget=None, now=now
+        )
     return amount if applied else 0
 
 
