@@ -17,8 +17,10 @@ from services.artifacts.downloads import DOWNLOAD_SECONDS, DownloadTokens, Ticke
 from services.artifacts.objects import ObjectStore
 from services.core import errors
 from services.core.auth import Principal
-from services.core.object_tables import ObjectRow, published, readable
+from services.core.money import storage
+from services.core.object_tables import ObjectRow, fate, published, readable
 from services.core.pagetoken import PageTokens, page_size
+from services.core.states import ObjectStatus
 from services.core.store import Store
 from trainyard.artifact.v1 import artifact_pb2
 
@@ -47,7 +49,11 @@ class ArtifactReads:
         self._now = clock
 
     def _proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
-        """The object as answered; `with_url` adds a download URL that expires."""
+        """The object as answered: whether it will expire and why not, what it costs a
+        month; `with_url` adds a download URL that expires."""
+        if "storage_rate" not in session.info:  # read once a unit, not once an object
+            session.info["storage_rate"] = storage.storage_rate(session)
+        kept = fate(session, row, self._now())
         out = artifact_pb2.Artifact(
             sha256=row.sha256,
             size=row.size,
@@ -59,9 +65,15 @@ class ArtifactReads:
             retention_policy=row.retention_policy,
             meta=row.meta or {},
             create_time=_ts(row.stored_time or row.create_time),
+            pinned=row.pinned,
         )
-        if row.expires_at is not None:
-            out.expires_at.CopyFrom(_ts(row.expires_at))
+        if row.status == ObjectStatus.STORED:
+            out.storage_cost_per_month = storage.month_cents(row.size, session.info["storage_rate"])
+        if kept.expire_time is not None:
+            out.expire_time.CopyFrom(_ts(kept.expire_time))
+            out.expires_at.CopyFrom(out.expire_time)
+        if kept.kept_by:
+            out.kept_by = kept.kept_by
         if with_url:
             expires = int(self._now().timestamp()) + DOWNLOAD_SECONDS
             out.url = self._downloads.url(Ticket(row.org, row.sha256, expires))
