@@ -69,32 +69,32 @@ class Keeping:
         self, principal: Principal, sha256: str, pinned: bool, request_id: str
     ) -> artifact_pb2.Artifact:
         """Pin or unpin a readable object of the org; a repeat changes nothing and is not
-        audited again. An object retention has taken already answers as unknown."""
+        audited again. An object retention has taken already answers as unknown; one
+        unpinned past its expiry is answered once more, then reads as gone."""
 
-        def work() -> None:
+        def work() -> artifact_pb2.Artifact:
             with self._store.unit() as session:
                 row = self._readable(session, principal.org, sha256)
-                if row.pinned == pinned:
-                    return
-                row.pinned = pinned
-                audit.record(
-                    session,
-                    "training.artifact.pinned" if pinned else "training.artifact.unpinned",
-                    org=principal.org,
-                    subject=row.id,
-                    actor=principal.key_id,
-                    request_id=request_id,
-                )
+                if row.pinned != pinned:
+                    row.pinned = pinned
+                    audit.record(
+                        session,
+                        "training.artifact.pinned" if pinned else "training.artifact.unpinned",
+                        org=principal.org,
+                        subject=row.id,
+                        actor=principal.key_id,
+                        request_id=request_id,
+                    )
+                return self._reads.proto(session, row, with_url=False)
 
-        store.retry(work)
-        return self._reads.describe(principal, sha256, with_url=False)
+        return store.retry(work)
 
     def extend(
         self, principal: Principal, sha256: str, ttl_seconds: int, *, request_id: str = ""
     ) -> artifact_pb2.Artifact:
         """The object now expires `ttl_seconds` from now (see `extended_expiry`)."""
 
-        def work() -> None:
+        def work() -> artifact_pb2.Artifact:
             with self._store.unit() as session:
                 row = self._readable(session, principal.org, sha256)
                 row.expires_at = extended_expiry(row, ttl_seconds, self._now())
@@ -107,9 +107,9 @@ class Keeping:
                     request_id=request_id,
                     ttl_seconds=ttl_seconds,
                 )
+                return self._reads.proto(session, row, with_url=False)
 
-        store.retry(work)
-        return self._reads.describe(principal, sha256, with_url=False)
+        return store.retry(work)
 
     def _readable(self, session: Session, org: str, sha256: str) -> ObjectRow:
         """The org's object, locked as a deletion and a publish lock it, if a read would

@@ -48,7 +48,7 @@ class ArtifactReads:
         self._downloads = downloads
         self._now = clock
 
-    def _proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
+    def proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
         """The object as answered: whether it will expire and why not, what it costs a
         month; `with_url` adds a download URL that expires."""
         if "storage_rate" not in session.info:  # read once a unit, not once an object
@@ -85,7 +85,7 @@ class ArtifactReads:
     ) -> artifact_pb2.Artifact:
         with self._store.unit(write=False) as session:
             row = store.visible_object(session, principal.org, sha256, self._now())
-            return self._proto(session, row, with_url=with_url)
+            return self.proto(session, row, with_url=with_url)
 
     def list_objects(
         self, principal: Principal, *, kind: str, size: int, token: str
@@ -116,7 +116,7 @@ class ArtifactReads:
             token_out = ""
             if start + limit < len(rows):
                 token_out = self._tokens.encode({"after": page[-1].sha256}, scope)
-            return [self._proto(session, r, with_url=False) for r in page], token_out, len(rows)
+            return [self.proto(session, r, with_url=False) for r in page], token_out, len(rows)
 
     def list_job_artifacts(self, principal: Principal, job_id: str) -> list[artifact_pb2.Artifact]:
         """The objects the job produced, oldest first, each under the kind and name the job
@@ -128,7 +128,7 @@ class ArtifactReads:
                 row = store.object_row(session, principal.org, link.sha256)
                 if readable(session, row, self._now()):
                     assert row is not None
-                    item = self._proto(session, row, with_url=True)
+                    item = self.proto(session, row, with_url=True)
                     item.kind, item.name, item.job_id = link.kind, link.name, job_id
                     item.provenance_record_id = link.provenance_record_id
                     out.append(item)

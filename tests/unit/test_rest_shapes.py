@@ -114,7 +114,7 @@ def test_text_that_is_not_json_is_left_as_it_was(lua: Any) -> None:
     text = '{"name":"a\\"b\\\\","chats":[{"x":["1",{"y":"2"}]}],"cost_micro_cents":"9"}'
     assert json.loads(lua.reshape(text, "trainyard.job.v1.Job")) == {
         "name": 'a"b\\', "chats": [{"x": ["1", {"y": "2"}]}], "cost_micro_cents": 9,
-        "evaluation": None, "outcome": None, "preparation": None,
+        "evaluation": None, "outcome": None, "preparation": None, "queue": None,
     }  # fmt: skip
 
 
