@@ -706,7 +706,7 @@ function artifactsTable(artifacts, errors, refresh) {
       } catch (err) { errors.report(err); }
     } });
   const expiry = (a) => a.pinned ? "never (pinned)" : a.expire_time ? when(a.expire_time) : "never";
-  return el("div", {}, el("table", { id: "artifacts-table" }, el("thead", {}, el("tr", {}, ["Name", "Kind", "Size", "Cost", "Expires", "Kept by", "sha256", ""].map((t) => el("th", { textContent: t })))),
+  return el("div", {}, el("table", { id: "artifacts-table" }, el("thead", {}, el("tr", {}, ["Name", "Kind", "Size", "Cost", "Expires", "Kept by", "sha256", ""].map((t) => el("th", { className: ["Size", "Cost"].includes(t) ? "num" : "", textContent: t })))),
     el("tbody", {}, artifacts.map((a) => el("tr", { attrs: { "data-sha256": a.sha256 } },
       el("td", { textContent: a.name }), el("td", { textContent: a.kind }), el("td", { className: "num", textContent: bytes(a.size) }),
       el("td", { className: "num cost", textContent: perMonth(a.storage_cost_per_month) }),
@@ -714,7 +714,7 @@ function artifactsTable(artifacts, errors, refresh) {
       el("td", { className: "mono kept", textContent: a.kept_by || "" }),
       el("td", { className: "mono", textContent: `${a.sha256.slice(0, 12)}…` }),
       el("td", { className: "actions" }, keep(a),
-        el("button", { className: "link", textContent: "Download", onclick: () => detail.replaceChildren(download(a)) }))))))), detail);
+        el("button", { className: "link", textContent: "Download", onclick: () => detail.replaceChildren(download(a)) })))))), detail);
 }
 
 function download(artifact) {
