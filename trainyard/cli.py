@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import Any
 
 import click
 from google.protobuf import json_format
@@ -185,6 +187,10 @@ def wallet(ctx: click.Context) -> None:
     click.echo(f"available  {_dollars(found.available_micro_cents)}")
     cap = _dollars(found.spend_cap_micro_cents) if found.spend_cap_micro_cents else "none"
     click.echo(f"spent      {_dollars(found.spent_micro_cents)} this month (cap {cap})")
+    click.echo(
+        f"storage    {found.storage_bytes} bytes kept, "
+        f"{_cents(found.storage_cost_per_month)} cents a month"
+    )
     for hold in found.holds:
         click.echo(
             f"  {hold.job_id} {hold.task_id}  {hold.used_seconds}/{hold.held_seconds} "
@@ -244,25 +250,85 @@ def artifacts_upload(ctx: click.Context, file: Path, name: str | None) -> None:
     click.echo(f"use it as dataset.uri artifact:{artifact.sha256}", err=True)
 
 
+def _cents(value: float) -> str:
+    """US cents, to three significant digits: a small object's month is a tiny fraction."""
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def _expiry(artifact: Any) -> str:
+    if artifact.HasField("expire_time"):
+        return f"{artifact.expire_time.ToDatetime():%Y-%m-%dT%H:%M:%SZ}"
+    return "kept"
+
+
+def _kept(artifact: Any) -> str:
+    """One line on whether an object will expire, why not, and what it costs a month."""
+    return (
+        f"{artifact.sha256}  pinned {'yes' if artifact.pinned else 'no'}  "
+        f"expires {_expiry(artifact)}  kept by {artifact.kept_by or '-'}  "
+        f"{_cents(artifact.storage_cost_per_month)} cents a month"
+    )
+
+
+def _ttl(value: str) -> int:
+    """`30d`, `12h`, `90m`, `3600s` or plain seconds."""
+    found = re.fullmatch(r"(\d{1,10})([smhd]?)", value.strip())
+    if not found:
+        raise click.BadParameter("must be a count of seconds, or one with s, m, h or d")
+    return int(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}[found[2]]
+
+
 @artifacts.command("ls")
 @click.option("--kind", default="", help="Only this kind.")
 @click.pass_context
 def artifacts_ls(ctx: click.Context, kind: str) -> None:
     """List the org's objects, newest first, under a header: each one's sha256, kind, size in
-    bytes, when it expires (UTC; `kept` while nothing ends it) and name."""
+    bytes, when it expires (UTC; `kept` while nothing ends it or it is pinned), whether it
+    is pinned, what it costs a month (US cents) and name."""
     with _client(ctx) as client:
         found = list(client.list_artifacts(kind=kind))
-    click.echo(f"{'sha256':<64}  {'kind':<10} {'bytes':>12}  {'expires':<20}  name")
+    click.echo(
+        f"{'sha256':<64}  {'kind':<10} {'bytes':>12}  {'expires':<20}  {'pinned':<6}  "
+        f"{'cents/month':>11}  name"
+    )
     for artifact in found:
-        expires = (
-            f"{artifact.expires_at.ToDatetime():%Y-%m-%dT%H:%M:%SZ}"
-            if artifact.HasField("expires_at")
-            else "kept"
-        )
         click.echo(
             f"{artifact.sha256}  {artifact.kind:<10} {int(artifact.size):>12}  "
-            f"{expires:<20}  {artifact.name}"
+            f"{_expiry(artifact):<20}  {'yes' if artifact.pinned else 'no':<6}  "
+            f"{_cents(artifact.storage_cost_per_month):>11}  {artifact.name}"
         )
+
+
+@artifacts.command("pin")
+@click.argument("sha256")
+@click.pass_context
+def artifacts_pin(ctx: click.Context, sha256: str) -> None:
+    """Pin an object: it never expires, and no sweep deletes it, until it is unpinned."""
+    with _client(ctx) as client:
+        click.echo(_kept(client.pin_artifact(sha256)))
+
+
+@artifacts.command("unpin")
+@click.argument("sha256")
+@click.pass_context
+def artifacts_unpin(ctx: click.Context, sha256: str) -> None:
+    """Unpin an object: its retention applies again."""
+    with _client(ctx) as client:
+        click.echo(_kept(client.unpin_artifact(sha256)))
+
+
+@artifacts.command("extend")
+@click.argument("sha256")
+@click.option(
+    "--ttl", required=True, help="Keep it this long from now: 30d, 12h, 90m, 3600s (or seconds)."
+)
+@click.pass_context
+def artifacts_extend(ctx: click.Context, sha256: str, ttl: str) -> None:
+    """Keep an object longer, without copying a byte: it expires TTL from now (never sooner
+    than it would, at most its retention class's greatest TTL)."""
+    seconds = _ttl(ttl)
+    with _client(ctx) as client:
+        click.echo(_kept(client.extend_artifact(sha256, seconds)))
 
 
 @artifacts.command("get")
@@ -272,9 +338,11 @@ def artifacts_ls(ctx: click.Context, kind: str) -> None:
 )
 @click.pass_context
 def artifacts_get(ctx: click.Context, sha256: str, output: Path | None) -> None:
-    """Download an object and verify its sha256."""
+    """Download an object and verify its sha256; first a line on whether it is pinned, when
+    it expires, what keeps it and what it costs a month."""
     target = output or Path(sha256)
     with _client(ctx) as client, _bar("download") as bar:
+        click.echo(_kept(client.get_artifact(sha256)))
         task = bar.add_task("download", total=None)
         client.download(
             sha256,

@@ -250,9 +250,13 @@ def jobs_list(ctx: click.Context, status: str, project: str, limit: int) -> None
 @click.option("--project", default="", help="With --number: the project.")
 @click.pass_context
 def jobs_get(ctx: click.Context, job_id: str, by_number: bool, project: str) -> None:
-    """Show one job as JSON."""
+    """Show one job as JSON; a job waiting for an executor says where it stands on stderr
+    (`queued: position 2 of 3, starts in about 40 s`)."""
     with client(ctx) as api:
-        print_message(api.get_job(job_id, by_number=by_number, project=project))
+        job = api.get_job(job_id, by_number=by_number, project=project)
+    print_message(job)
+    if waiting := watch.queue_line(job):
+        click.echo(waiting, err=True)
 
 
 @jobs.command("cancel")

@@ -21,8 +21,10 @@ from trainyard.common.v1 import error_reason_pb2
 # the data contract (002) shows as `null`, the block that did not apply or never ran, and a
 # figure the device cannot give. The gateway's REST face and the CLI's JSON both read it.
 NULLABLE: Mapping[str, tuple[str, ...]] = {
-    "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
+    "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation", "queue"),
     "trainyard.job.v1.Progress": ("mfu", "peak_tflops"),
+    "trainyard.job.v1.QueuePosition": ("eta_seconds",),
+    "trainyard.artifact.v1.Artifact": ("expire_time", "kept_by"),
     "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
 }
 PROBLEM_TYPE = "https://trainyard.dev/problems/"
@@ -82,6 +84,8 @@ STATUSES: Mapping[str, tuple[int, str]] = {
     "PAYLOAD_TOO_LARGE": (413, "Content too large"),
     "DEADLINE_EXCEEDED": (504, "Deadline exceeded"),
     "WEBHOOK_LIMIT": (409, "Webhook limit"),
+    # As PUBLISHED: the object's state refuses the deletion until it is unpinned.
+    "PINNED": (409, "Pinned"),
 }
 # Refusals a retry meets where a create met 422: the job exists, its state refuses (002).
 AT_RETRY = frozenset(

@@ -1,6 +1,6 @@
 """The SDK's artifact calls: upload a file (hashed, granted, PUT to the object store and
 verified there), read, list, download (verified before it lands), unpack a job's result,
-delete, and a job's outputs and provenance. `trainyard.sdk.Client` has them all."""
+pin, unpin, keep longer, delete, and a job's outputs and provenance. `trainyard.sdk.Client` has them all."""
 
 from __future__ import annotations
 
@@ -200,6 +200,22 @@ class ArtifactMethods:
             self._call(
                 "DeleteArtifact", artifact_service_pb2.DeleteArtifactRequest(sha256=sha256)
             ).deleted
+        )
+
+    def pin_artifact(self, sha256: str) -> artifact_pb2.Artifact:
+        """Pin an object: it never expires, and no sweep deletes it, until it is unpinned."""
+        return self._call("PinArtifact", artifact_service_pb2.PinArtifactRequest(sha256=sha256))
+
+    def unpin_artifact(self, sha256: str) -> artifact_pb2.Artifact:
+        """Unpin an object: its retention applies again."""
+        return self._call("UnpinArtifact", artifact_service_pb2.UnpinArtifactRequest(sha256=sha256))
+
+    def extend_artifact(self, sha256: str, ttl_seconds: int) -> artifact_pb2.Artifact:
+        """Keep an object until `ttl_seconds` from now (never sooner than it is kept already,
+        at most its retention class's greatest TTL); no byte is copied."""
+        return self._call(
+            "ExtendArtifact",
+            artifact_service_pb2.ExtendArtifactRequest(sha256=sha256, ttl_seconds=ttl_seconds),
         )
 
     def job_artifacts(self, job_id: str) -> list[artifact_pb2.Artifact]:

@@ -26,9 +26,32 @@ def _loss(job: job_pb2.Job) -> str:
     return f"{job.progress.loss:.4f}" if job.progress.HasField("loss") else "-"
 
 
+def about(seconds: float) -> str:
+    """A wait, roughly: `40 s`, `5 min`, `2 h`."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds / 3600)} h"
+
+
+def queue_line(job: job_pb2.Job) -> str:
+    """Where a waiting job stands (`queued: position 2 of 3, starts in about 40 s`); empty
+    for a job that waits for no executor."""
+    if not job.HasField("queue"):
+        return ""
+    queue = job.queue
+    line = f"queued: position {queue.position} of {queue.total}"
+    if queue.HasField("eta_seconds"):
+        return f"{line}, starts in about {about(queue.eta_seconds)}"
+    return f"{line}, no connected executor can take it yet"
+
+
 def describe(job: job_pb2.Job) -> str:
-    """One plain line about a job's state and progress."""
+    """One plain line about a job's state and progress, and its place while it waits."""
     parts = [f"{job.id} {job.status}", f"step {job.progress.step}/{job.planned_steps}"]
+    if waiting := queue_line(job):
+        parts.append(waiting)
     if job.progress.HasField("loss"):
         parts.append(f"loss {_loss(job)}")
     if job.progress.HasField("eta_seconds") and job.status not in TERMINAL:
@@ -82,9 +105,10 @@ def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"),
             TextColumn("eta {task.fields[eta]}"),
+            TextColumn("{task.fields[queue]}"),
         )
         with Progress(*columns, console=console, transient=False) as bar:
-            task = bar.add_task("job", total=None, status="…", loss="-", eta="-")
+            task = bar.add_task("job", total=None, status="…", loss="-", eta="-", queue="")
             for update in updates:  # type: ignore[attr-defined]
                 if update.HasField("job"):
                     last = update.job
@@ -95,6 +119,7 @@ def watch(updates: object, out: IO[str] | None = None) -> job_pb2.Job | None:
                         status=last.status,
                         loss=_loss(last),
                         eta=_eta(last),
+                        queue=queue_line(last),
                     )
         if last is not None:
             console.print(describe(last))

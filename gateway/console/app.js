@@ -91,6 +91,21 @@ function flops(tflops) {
   return `${(Number(tflops) * scale).toFixed(2)} ${unit}`;
 }
 
+// A storage cost in US cents a month: a small object's is a tiny fraction of a cent.
+function perMonth(cents) {
+  const value = Number(cents || 0);
+  if (!value) return "0¢/month";
+  return `${value >= 0.01 ? value.toFixed(2) : value.toPrecision(3)}¢/month`;
+}
+
+// Where a waiting job stands, as the CLI says it.
+function queueLine(queue) {
+  if (!queue) return "";
+  const line = `position ${queue.position} of ${queue.total}`;
+  if (queue.eta_seconds === null || queue.eta_seconds === undefined) return `${line}, no connected executor can take it yet`;
+  return `${line}, starts in about ${seconds(Math.max(1, queue.eta_seconds))}`;
+}
+
 function bytes(value) {
   const units = ["B", "KB", "MB", "GB", "TB"];
   let v = Number(value || 0), i = 0;
@@ -399,7 +414,7 @@ async function jobPage(id, signal) {
     ]);
     attempts.replaceChildren(attemptsTable(tries.attempts || []));
     log.attempts(tries.attempts || []);
-    artifacts.replaceChildren(artifactsTable(objects.artifacts || []));
+    artifacts.replaceChildren(artifactsTable(objects.artifacts || [], errors, refresh));
   };
   try {
     await refresh();
@@ -472,6 +487,7 @@ function jobHead(job, path, errors, refresh) {
     job.failure_code ? errorBox({ code: job.failure_code, detail: `${job.failure_category}: ${job.failure_message}` }) : null,
     facts([
       ["Base model", job.base_model],
+      ["Queue", queueLine(job.queue)],
       ["Step", `${progress.step || 0} / ${planned || "?"}`],
       ["Loss", number(progress.loss)],
       ["ETA", TERMINAL.has(job.status) ? "" : seconds(progress.eta_seconds)],
@@ -685,15 +701,28 @@ function attemptsTable(attempts) {
       el("td", { textContent: when(a.started_time) }), el("td", { textContent: when(a.end_time) })))));
 }
 
-// A download is a plain link: its URL works alone for ten minutes.
-function artifactsTable(artifacts) {
+// A download is a plain link: its URL works alone for ten minutes. Each object says what
+// keeping it costs, when it expires (or what keeps it), and pins or unpins.
+function artifactsTable(artifacts, errors, refresh) {
   if (!artifacts.length) return el("p", { className: "note", textContent: "None yet." });
   const detail = el("div");
-  return el("div", {}, el("table", {}, el("thead", {}, el("tr", {}, ["Name", "Kind", "Size", "sha256", ""].map((t) => el("th", { textContent: t })))),
-    el("tbody", {}, artifacts.map((a) => el("tr", {},
+  const keep = (a) => el("button", { className: "link pin", textContent: a.pinned ? "Unpin" : "Pin",
+    attrs: { "data-sha256": a.sha256 }, onclick: async () => {
+      try {
+        await api("POST", `/v1/train/artifacts/${a.sha256}/${a.pinned ? "unpin" : "pin"}`, { body: {} });
+        await refresh();
+      } catch (err) { errors.report(err); }
+    } });
+  const expiry = (a) => a.pinned ? "never (pinned)" : a.expire_time ? when(a.expire_time) : "never";
+  return el("div", {}, el("table", { id: "artifacts-table" }, el("thead", {}, el("tr", {}, ["Name", "Kind", "Size", "Cost", "Expires", "Kept by", "sha256", ""].map((t) => el("th", { className: ["Size", "Cost"].includes(t) ? "num" : "", textContent: t })))),
+    el("tbody", {}, artifacts.map((a) => el("tr", { attrs: { "data-sha256": a.sha256 } },
       el("td", { textContent: a.name }), el("td", { textContent: a.kind }), el("td", { className: "num", textContent: bytes(a.size) }),
+      el("td", { className: "num cost", textContent: perMonth(a.storage_cost_per_month) }),
+      el("td", { className: "expires", textContent: expiry(a) }),
+      el("td", { className: "mono kept", textContent: a.kept_by || "" }),
       el("td", { className: "mono", textContent: `${a.sha256.slice(0, 12)}…` }),
-      el("td", {}, el("button", { className: "link", textContent: "Download", onclick: () => detail.replaceChildren(download(a)) })))))), detail);
+      el("td", { className: "actions" }, keep(a),
+        el("button", { className: "link", textContent: "Download", onclick: () => detail.replaceChildren(download(a)) })))))), detail);
 }
 
 function download(artifact) {
@@ -1091,6 +1120,7 @@ async function walletPage(params, signal) {
           ["Available", dollars(wallet.available_micro_cents)],
           ["Spent", dollars(wallet.spent_micro_cents)],
           ["Spend cap", Number(wallet.spend_cap_micro_cents) ? dollars(wallet.spend_cap_micro_cents) : "none"],
+          ["Storage", `${bytes(wallet.storage_bytes)} kept · ${perMonth(wallet.storage_cost_per_month)}`],
         ]))),
         card("Holds", (wallet.holds || []).length ? el("table", {}, el("thead", {}, el("tr", {}, ["Job", "Held", "Used", "Charged", "Status"].map((t) => el("th", { textContent: t })))),
           el("tbody", {}, wallet.holds.map((h) => el("tr", {},

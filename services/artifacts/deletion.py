@@ -10,6 +10,7 @@ import datetime as dt
 import functools
 from collections.abc import Callable
 
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from services.artifacts import store
@@ -17,20 +18,24 @@ from services.artifacts.crypto import OrgKeys
 from services.artifacts.objects import ObjectStore
 from services.core import audit, errors, lifecycle
 from services.core.auth import Principal
-from services.core.object_tables import in_use, published
+from services.core.object_tables import ObjectRow, fate, in_use, published
 from services.core.states import ObjectStatus
 from services.core.store import Store
 from trainyard.artifact.v1 import artifact_service_pb2
 
 
-def _refuse_kept(session: Session, org: str, sha256: str) -> None:
-    """An object a publication names, or that a job which has not ended reads, is kept."""
+def _refuse_kept(session: Session, row: ObjectRow) -> None:
+    """An object a publication names, that a job which has not ended reads, or that the
+    org pinned, is kept: unpinning it is the org's own decision, made first."""
+    org, sha256 = row.org, row.sha256
     if published(session, org, sha256):
         raise errors.FailedPrecondition("The object is published.", reason="PUBLISHED")
     if in_use(session, org, sha256):
         raise errors.FailedPrecondition(
             "A job that has not ended reads the object.", reason="IN_USE"
         )
+    if row.pinned:
+        raise errors.FailedPrecondition("The object is pinned; unpin it first.", reason="PINNED")
 
 
 class Deletion:
@@ -68,13 +73,13 @@ class Deletion:
                 if self._forgotten(session, org, sha256):
                     return []
                 raise errors.NotFound()
-            _refuse_kept(session, org, sha256)
+            _refuse_kept(session, row)
         with self._store.unit() as session:
             # Again under the object's lock, which a publish takes too: one that landed
             # since the read above keeps the object.
             row = store.object_row(session, org, sha256, lock=True)
             if row is not None:
-                _refuse_kept(session, org, sha256)
+                _refuse_kept(session, row)
                 audit.record(
                     session,
                     "training.artifact.deleted",
@@ -94,8 +99,9 @@ class Deletion:
 
     def _remove(self, org: str, sha256: str) -> list[artifact_service_pb2.Cascaded]:
         """The cascade: the object, and every other object the jobs that produced it
-        made, unless it is published, read by a job that has not ended, or held by
-        another job; each kept one is answered with the reason."""
+        made, unless it is published, pinned, read by a job that has not ended, held by
+        another job, or named as input by a live object's provenance; each kept one is
+        answered with the reason."""
         with self._store.unit(write=False) as session:
             producers = store.jobs_of(session, org, sha256)
             made = {
@@ -113,10 +119,14 @@ class Deletion:
                 kept = (
                     "published"
                     if published(session, org, other)
+                    else "pinned"
+                    if row.pinned
                     else "in_use"
                     if in_use(session, org, other)
                     else "held_by_another_job"
                     if store.jobs_of(session, org, other)
+                    else "referenced"
+                    if fate(session, row, self._now()).kept_by.startswith("object:")
                     else ""
                 )
                 if not kept:  # on the trail before it is made, as every deletion is
@@ -154,20 +164,20 @@ class Deletion:
     # -- retention -------------------------------------------------------------------------
 
     def sweep(self) -> tuple[int, int]:
-        """Delete expired objects nothing protects and lapsed, unconfirmed grants; each
-        deletion is on the audit trail before it is made."""
+        """Delete expired objects nothing keeps (`object_tables.fate`: pinned, published,
+        read by a job, named by a live object's provenance) and lapsed, unconfirmed
+        grants; each deletion is on the audit trail before it is made."""
         now = self._now()
         expired = lapsed = 0
         with self._store.unit(write=False) as session:
-            stale = [
-                s
-                for s in store.stale_objects(session, now)
-                if s.status == ObjectStatus.PENDING or not in_use(session, s.org, s.sha256)
-            ]
+            stale = [s for s in store.stale_objects(session, now) if self._takes(session, s, now)]
         for org, sha256, status, object_id, upload_id in stale:
             with self._store.unit() as session:
-                if status != ObjectStatus.PENDING and published(session, org, sha256):
-                    continue  # published since it was found: kept
+                row = store.object_row(session, org, sha256, lock=True)
+                if row is None or row.status != status:
+                    continue  # deleted, or confirmed, since it was found
+                if status != ObjectStatus.PENDING and not fate(session, row, now).expired(now):
+                    continue  # pinned, published or extended since it was found: kept
                 audit.record(
                     session,
                     "training.artifact.retention.swept",
@@ -185,6 +195,18 @@ class Deletion:
                 self._remove(org, sha256)
                 expired += 1
         return expired, lapsed
+
+    @staticmethod
+    def _takes(
+        session: Session, found: sa.Row[tuple[str, str, str, str, str]], now: dt.datetime
+    ) -> bool:
+        """Whether retention takes what `stale_objects` found: a lapsed grant always, an
+        expired object unless something keeps it."""
+        org, sha256, status = found[0], found[1], found[2]
+        if status == ObjectStatus.PENDING:
+            return True
+        row = store.object_row(session, org, sha256)
+        return row is not None and fate(session, row, now).expired(now)
 
     def _forget(self, org: str, sha256: str) -> None:
         with self._store.unit() as session:

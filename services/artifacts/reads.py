@@ -17,8 +17,10 @@ from services.artifacts.downloads import DOWNLOAD_SECONDS, DownloadTokens, Ticke
 from services.artifacts.objects import ObjectStore
 from services.core import errors
 from services.core.auth import Principal
-from services.core.object_tables import ObjectRow, published, readable
+from services.core.money import storage
+from services.core.object_tables import ObjectRow, fate, published, readable
 from services.core.pagetoken import PageTokens, page_size
+from services.core.states import ObjectStatus
 from services.core.store import Store
 from trainyard.artifact.v1 import artifact_pb2
 
@@ -46,8 +48,12 @@ class ArtifactReads:
         self._downloads = downloads
         self._now = clock
 
-    def _proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
-        """The object as answered; `with_url` adds a download URL that expires."""
+    def proto(self, session: Session, row: ObjectRow, *, with_url: bool) -> artifact_pb2.Artifact:
+        """The object as answered: whether it will expire and why not, what it costs a
+        month; `with_url` adds a download URL that expires."""
+        if "storage_rate" not in session.info:  # read once a unit, not once an object
+            session.info["storage_rate"] = storage.storage_rate(session)
+        kept = fate(session, row, self._now())
         out = artifact_pb2.Artifact(
             sha256=row.sha256,
             size=row.size,
@@ -59,9 +65,15 @@ class ArtifactReads:
             retention_policy=row.retention_policy,
             meta=row.meta or {},
             create_time=_ts(row.stored_time or row.create_time),
+            pinned=row.pinned,
         )
-        if row.expires_at is not None:
-            out.expires_at.CopyFrom(_ts(row.expires_at))
+        if row.status == ObjectStatus.STORED:
+            out.storage_cost_per_month = storage.month_cents(row.size, session.info["storage_rate"])
+        if kept.expire_time is not None:
+            out.expire_time.CopyFrom(_ts(kept.expire_time))
+            out.expires_at.CopyFrom(out.expire_time)
+        if kept.kept_by:
+            out.kept_by = kept.kept_by
         if with_url:
             expires = int(self._now().timestamp()) + DOWNLOAD_SECONDS
             out.url = self._downloads.url(Ticket(row.org, row.sha256, expires))
@@ -73,7 +85,7 @@ class ArtifactReads:
     ) -> artifact_pb2.Artifact:
         with self._store.unit(write=False) as session:
             row = store.visible_object(session, principal.org, sha256, self._now())
-            return self._proto(session, row, with_url=with_url)
+            return self.proto(session, row, with_url=with_url)
 
     def list_objects(
         self, principal: Principal, *, kind: str, size: int, token: str
@@ -104,7 +116,7 @@ class ArtifactReads:
             token_out = ""
             if start + limit < len(rows):
                 token_out = self._tokens.encode({"after": page[-1].sha256}, scope)
-            return [self._proto(session, r, with_url=False) for r in page], token_out, len(rows)
+            return [self.proto(session, r, with_url=False) for r in page], token_out, len(rows)
 
     def list_job_artifacts(self, principal: Principal, job_id: str) -> list[artifact_pb2.Artifact]:
         """The objects the job produced, oldest first, each under the kind and name the job
@@ -116,7 +128,7 @@ class ArtifactReads:
                 row = store.object_row(session, principal.org, link.sha256)
                 if readable(session, row, self._now()):
                     assert row is not None
-                    item = self._proto(session, row, with_url=True)
+                    item = self.proto(session, row, with_url=True)
                     item.kind, item.name, item.job_id = link.kind, link.name, job_id
                     item.provenance_record_id = link.provenance_record_id
                     out.append(item)

@@ -10,6 +10,7 @@ from services.artifacts.crypto import KeyWrap, OrgKeys
 from services.artifacts.deletion import Deletion
 from services.artifacts.downloads import DownloadTokens
 from services.artifacts.grants import Grants
+from services.artifacts.keeping import Keeping
 from services.artifacts.objects import ObjectStore
 from services.artifacts.provenance_records import ProvenanceRecords
 from services.artifacts.reads import ArtifactReads
@@ -44,6 +45,7 @@ def use_cases(
         reads=reads,
         provenance=ProvenanceRecords(store, utcnow),
         deletion=Deletion(store, objects, keys, utcnow),
+        keeping=Keeping(store, reads, utcnow),
     )
 
 

@@ -9,6 +9,8 @@ sweep loop hold one handle; `server.py` builds them:
                            provenance.py)
     deletion.py            DeleteArtifact, DeleteJobArtifact (the cascade), SweepArtifacts
                            (the retention sweep)
+    keeping.py             PinArtifact, UnpinArtifact, ExtendArtifact (an object kept
+                           longer; its bytes untouched)
     retention.py           how long objects are kept, from the job's frozen spec
     crypto.py              org data keys and each object's SSE-C key
     objects.py             the S3 store: presigned transfers, read-back, deletion
@@ -22,6 +24,7 @@ import dataclasses
 
 from services.artifacts.deletion import Deletion
 from services.artifacts.grants import Grants
+from services.artifacts.keeping import Keeping
 from services.artifacts.provenance_records import ProvenanceRecords
 from services.artifacts.reads import ArtifactReads
 
@@ -32,3 +35,4 @@ class ArtifactService:
     reads: ArtifactReads
     provenance: ProvenanceRecords
     deletion: Deletion
+    keeping: Keeping

@@ -116,6 +116,39 @@ class ArtifactServicer(artifact_service_pb2_grpc.ArtifactServiceServicer):
             sha256=request.sha256, deleted=True, cascaded=cascaded
         )
 
+    async def PinArtifact(
+        self, request: artifact_service_pb2.PinArtifactRequest, ctx: Ctx
+    ) -> artifact_pb2.Artifact:
+        request = validation.read_body(request)
+        return await asyncio.to_thread(
+            lambda: self._service.keeping.pin(
+                context.principal(), request.sha256, request_id=context.request_id.get()
+            )
+        )
+
+    async def UnpinArtifact(
+        self, request: artifact_service_pb2.UnpinArtifactRequest, ctx: Ctx
+    ) -> artifact_pb2.Artifact:
+        request = validation.read_body(request)
+        return await asyncio.to_thread(
+            lambda: self._service.keeping.unpin(
+                context.principal(), request.sha256, request_id=context.request_id.get()
+            )
+        )
+
+    async def ExtendArtifact(
+        self, request: artifact_service_pb2.ExtendArtifactRequest, ctx: Ctx
+    ) -> artifact_pb2.Artifact:
+        request = validation.read_body(request)
+        return await asyncio.to_thread(
+            lambda: self._service.keeping.extend(
+                context.principal(),
+                request.sha256,
+                request.ttl_seconds,
+                request_id=context.request_id.get(),
+            )
+        )
+
     async def ListJobArtifacts(
         self, request: artifact_service_pb2.ListJobArtifactsRequest, ctx: Ctx
     ) -> artifact_service_pb2.ListJobArtifactsResponse:

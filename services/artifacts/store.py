@@ -223,7 +223,8 @@ def stale_objects(
     session: Session, now: dt.datetime
 ) -> Sequence[sa.Row[tuple[str, str, str, str, str]]]:
     """`(org, sha256, status, id, upload_id)` of every lapsed grant and every expired,
-    unpublished stored object, in all orgs: what the retention sweep may delete."""
+    unpinned, unpublished stored object, in all orgs: what the retention sweep may delete
+    unless something else keeps it (`object_tables.fate`)."""
     return session.execute(
         sa.select(
             ObjectRow.org,
@@ -238,6 +239,7 @@ def stale_objects(
                     ObjectRow.status == ObjectStatus.STORED,
                     ObjectRow.expires_at.is_not(None),
                     ObjectRow.expires_at <= now,
+                    ObjectRow.pinned.is_(False),
                     ~publishes(ObjectRow.org, ObjectRow.sha256),
                 ),
             )

@@ -94,7 +94,13 @@ class ExecutorStream:
         """Register the executor that said `hello`; its session, and the welcome that
         says which of the leases it named still stand."""
         offer = Offer.parse(
-            hello.machine, hello.platform, hello.bases, hello.devices, hello.supports, hello.clients
+            hello.machine,
+            hello.platform,
+            hello.bases,
+            hello.devices,
+            hello.supports,
+            hello.clients,
+            hello.slots,
         )
         leases = [(held.task, held.lease) for held in hello.leases]
         abandoned = [(held.task, held.lease) for held in hello.abandoned]

@@ -1,11 +1,12 @@
 """The tables of stored objects that several services read: an org's objects, the objects
 its jobs hold, and its publications; and the reads more than one service makes of them
-(whether an object is published, in use, readable). Each is written by its owner only —
+(whether an object is published, in use, kept, readable). Each is written by its owner only —
 ArtifactService for objects and what jobs hold, JobService for publications — as
 ARCHITECTURE.md §1 says."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -44,6 +45,8 @@ class ObjectRow(Base):
     grant_expires: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     stored_time: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
     expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    # Pinned by the org: never expires while set, whatever `expires_at` says.
+    pinned: Mapped[bool] = mapped_column(sa.Boolean(), default=False, server_default=sa.false())
 
 
 class JobArtifactRow(Base):
@@ -97,33 +100,102 @@ def published(session: Session, org: str, sha256: str) -> bool:
     return bool(session.scalar(sa.select(publishes(org, sha256))))
 
 
-def in_use(session: Session, org: str, sha256: str) -> bool:
-    """Whether a job that has not ended reads the object: the upload its dataset names or
-    the adapter its `from` names (HIP-1333 §6), or the snapshot it trains on."""
+def reading_job(session: Session, org: str, sha256: str) -> str | None:
+    """A job that has not ended and reads the object: the upload its dataset names or the
+    adapter its `from` names (HIP-1333 §6), or the snapshot it trains on; None if none."""
     job = JobRow
-    return (
-        session.scalar(
-            sa.select(job.id)
-            .where(
-                job.org == org,
-                sa.or_(
-                    job.reads_sha256 == sha256,
-                    job.from_sha256 == sha256,
-                    job.dataset_sha256 == sha256,
-                ),
-                job.status.not_in(TERMINAL),
-            )
-            .limit(1)
+    return session.scalar(
+        sa.select(job.id)
+        .where(
+            job.org == org,
+            sa.or_(
+                job.reads_sha256 == sha256,
+                job.from_sha256 == sha256,
+                job.dataset_sha256 == sha256,
+            ),
+            job.status.not_in(TERMINAL),
         )
-        is not None
+        .order_by(job.id)
+        .limit(1)
     )
 
 
+def in_use(session: Session, org: str, sha256: str) -> bool:
+    """Whether a job that has not ended reads the object (`reading_job`)."""
+    return reading_job(session, org, sha256) is not None
+
+
+# How deep a chain of objects kept by the objects made from them is followed: a snapshot,
+# the checkpoint trained on it, the adapter started from that, and a few more.
+_KEPT_DEPTH = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Fate:
+    """Whether an object will expire, and why not: the one rule the reads, the retention
+    sweep and the scans for objects about to expire all apply."""
+
+    # When retention deletes it unless something keeps it then; None when it never
+    # expires or while it is pinned.
+    expire_time: dt.datetime | None
+    # Why it will not expire now (`pinned`, `published`, `job:<id>`, `object:<sha256>`);
+    # empty when nothing keeps it.
+    kept_by: str
+
+    def expired(self, at: dt.datetime) -> bool:
+        """Whether retention takes it at `at`, were nothing to change before then."""
+        return not self.kept_by and self.expire_time is not None and self.expire_time <= at
+
+
+def fate(session: Session, row: ObjectRow, now: dt.datetime) -> Fate:
+    """The object's fate at `now` (see `Fate`)."""
+    expire_time = None if row.pinned else row.expires_at
+    return Fate(expire_time, _kept_by(session, row, now, frozenset()))
+
+
+def _kept_by(session: Session, row: ObjectRow, now: dt.datetime, seen: frozenset[str]) -> str:
+    if row.pinned:
+        return "pinned"
+    if published(session, row.org, row.sha256):
+        return "published"
+    if (job_id := reading_job(session, row.org, row.sha256)) is not None:
+        return f"job:{job_id}"
+    if len(seen) < _KEPT_DEPTH:
+        for made in _made_from(session, row):
+            if made.sha256 in seen or made.sha256 == row.sha256:
+                continue
+            live = made.expires_at is None or made.expires_at > now
+            if live or _kept_by(session, made, now, seen | {row.sha256}):
+                return f"object:{made.sha256}"
+    return ""
+
+
+def _made_from(session: Session, row: ObjectRow) -> list[ObjectRow]:
+    """The org's stored objects whose provenance names the object as input: the outputs
+    of the jobs that trained on it (their snapshot) or started from it (their `from`)."""
+    made, link, job = ObjectRow, JobArtifactRow, JobRow
+    found = session.scalars(
+        sa.select(made)
+        .join(link, sa.and_(link.org == made.org, link.sha256 == made.sha256))
+        .join(job, job.id == link.job_id)
+        .where(
+            made.org == row.org,
+            made.status == ObjectStatus.STORED,
+            link.kind != "snapshot",  # what a job trained on, not what it made
+            job.org == row.org,
+            sa.or_(job.dataset_sha256 == row.sha256, job.from_sha256 == row.sha256),
+        )
+        .order_by(made.sha256)
+    )
+    # Several jobs may have made the same bytes: each object once.
+    return list({r.sha256: r for r in found}.values())
+
+
 def readable(session: Session, row: ObjectRow | None, now: dt.datetime) -> bool:
-    """Stored and not past its retention, evaluated on every read: an expired object
-    reads as gone before the sweep deletes it, unless it is published or in use."""
+    """Stored and not taken by retention, evaluated on every read: an expired object reads
+    as gone before the sweep deletes it, unless something keeps it (`fate`)."""
     if row is None or row.status != ObjectStatus.STORED:
         return False
-    if row.expires_at is None or row.expires_at > now:
+    if row.pinned or row.expires_at is None or row.expires_at > now:
         return True
-    return published(session, row.org, row.sha256) or in_use(session, row.org, row.sha256)
+    return not fate(session, row, now).expired(now)

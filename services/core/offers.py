@@ -47,6 +47,8 @@ class Offer:
     terms: tuple[str, ...] = ()
     # Training clients it can hold at once; 0 serves none.
     clients: int = 0
+    # Tasks it runs at once (its hello's `slots`), which a queue's estimate fills.
+    slots: int = 1
 
     @classmethod
     def parse(
@@ -57,6 +59,7 @@ class Offer:
         devices: Iterable[str],
         supports: task_pb2.Supports,
         clients: int = 0,
+        slots: int = 1,
     ) -> Offer:
         if not MACHINE.match(machine):
             raise errors.ValidationError("machine", "must be a machine name")
@@ -88,6 +91,8 @@ class Offer:
             tuple(supports.protect),
             tuple(supports.terms),
             clients,
+            # As the stream runs them: 1 when unset; a queue's estimate reads no more.
+            min(max(1, slots), 256),
         )
 
     def with_bases(self, bases: Iterable[str]) -> Offer:
@@ -108,7 +113,7 @@ class Offer:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Offer:
         """The offer `to_json` wrote (a stored row's): a list it lacks is empty, as is
-        the count of clients."""
+        the count of clients; its slots are 1."""
         return cls(
             machine=str(data.get("machine", "")),
             platform=bool(data.get("platform", False)),
@@ -119,6 +124,7 @@ class Offer:
             protect=tuple(data.get("protect", ())),
             terms=tuple(data.get("terms", ())),
             clients=int(data.get("clients", 0)),
+            slots=max(1, int(data.get("slots", 1))),
         )
 
     def device_for(self, spec: job_pb2.Job, catalog: Catalog) -> str | None:

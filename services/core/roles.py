@@ -78,6 +78,10 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         # ReadArtifact does not; an internal method for it would let this go back.
         "GetArtifact": ORG_USERS | INTERNAL,
         "DeleteArtifact": ORG_USERS,
+        # Keeping an object is as much the org's people's as deleting it.
+        "PinArtifact": ORG_USERS,
+        "UnpinArtifact": ORG_USERS,
+        "ExtendArtifact": ORG_USERS,
         "ConfirmArtifact": ORG_USERS,
         "ListJobArtifacts": ORG_USERS,
         "DownloadArtifact": TOKEN_HOLDERS,

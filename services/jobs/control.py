@@ -13,12 +13,14 @@ from services.core.validation import IDEMPOTENCY_KEY, check_identifier
 from services.jobs import store, view
 from services.jobs.create import check_queue
 from trainyard.job.v1 import attempt_pb2, job_pb2
+from trainyard.training.catalog import Catalog
 
 
 class JobControl:
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config, catalog: Catalog) -> None:
         self._store = store
         self._config = config
+        self._catalog = catalog
 
     def cancel(self, principal: Principal, job_id: str, *, request_id: str = "") -> job_pb2.Job:
         """The job as the cancel left it. A refusal is recorded, then raised."""
@@ -41,7 +43,7 @@ class JobControl:
                     actor=principal.key_id,
                     request_id=request_id,
                 )
-                return view.job_proto(session, row), refusal
+                return view.job_proto(session, row, self._catalog), refusal
 
         job, refusal = retrying(work)
         if refusal:
@@ -70,7 +72,7 @@ class JobControl:
                             reason="IDEMPOTENCY_KEY_REUSED",
                             metadata={"field": "idempotency_key"},
                         )
-                    return view.job_proto(session, row), view.attempt_proto(earlier)
+                    return view.job_proto(session, row, self._catalog), view.attempt_proto(earlier)
                 if row.status not in RETRYABLE or row.deleted:
                     raise errors.InvalidTransition("Only a failed or cancelled job can be retried.")
                 result = row.result or {}
@@ -93,6 +95,6 @@ class JobControl:
                     resume_step=int(result.get("checkpoint_step", 0)) if resume else None,
                 )
                 lifecycle.requeue(session, row, attempt, actor=principal.key_id)
-                return view.job_proto(session, row), view.attempt_proto(attempt)
+                return view.job_proto(session, row, self._catalog), view.attempt_proto(attempt)
 
         return retrying(work)

@@ -280,7 +280,7 @@ class JobCreation:
             with self._store.unit() as session:
                 store.lock_org(session, org)
                 if key and (found := _replay(session, org, key, shape)) is not None:
-                    return view.job_proto(session, found), False
+                    return view.job_proto(session, found, self._catalog), False
                 check_queue(session, org, self._config)
                 job = admission.job
                 if admission.platform:  # its payer must hold one device's first window
@@ -331,7 +331,7 @@ class JobCreation:
                     actor=principal.key_id,
                     request_id=request_id,
                 )
-                return view.job_proto(session, row), True
+                return view.job_proto(session, row, self._catalog), True
         except IntegrityError:
             if not key:
                 raise
@@ -340,7 +340,7 @@ class JobCreation:
                 found = _replay(session, org, key, shape)
                 if found is None:
                     raise errors.Conflict() from None
-                return view.job_proto(session, found), False
+                return view.job_proto(session, found, self._catalog), False
 
 
 def _replay(session: Session, org: str, key: str, shape: str) -> JobRow | None:

@@ -3,6 +3,8 @@ it would run it on, and the step times recent succeeded jobs of its base measure
 
 from __future__ import annotations
 
+import dataclasses
+
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -18,6 +20,7 @@ RECENT_JOBS = 20
 # ClaimService's executors as it keeps them (it owns and writes the table; this reads it).
 EXECUTORS = sa.table(
     "executors",
+    sa.column("id", sa.String()),
     sa.column("org", sa.String()),
     sa.column("machine", sa.String()),
     sa.column("platform", sa.Boolean()),
@@ -50,8 +53,30 @@ def device_class(kinds: set[str], job: job_pb2.Job, base: Base) -> str:
 def measured_runs(session: Session, org: str, base: str, device: str) -> list[tuple[float, int]]:
     """(the trainer's seconds, planned steps) of the org's recent succeeded jobs on
     `base` whose lead task ran on `device`'s class."""
+    return [(run.training_seconds, run.steps) for run in recent_runs(session, org, base, device)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A recent succeeded run: its trainer's seconds, its steps, and its lead task's
+    seconds from claim to end (loading the base, training, saving, uploading)."""
+
+    training_seconds: float
+    steps: int
+    wall_seconds: float
+
+
+def recent_runs(session: Session, org: str, base: str, device: str) -> list[Run]:
+    """The org's recent succeeded runs on `base` whose lead task ran on `device`'s
+    class, newest first."""
     rows = session.execute(
-        sa.select(JobRow, AttemptRow.training_seconds, TaskRow.device)
+        sa.select(
+            JobRow,
+            AttemptRow.training_seconds,
+            TaskRow.device,
+            TaskRow.claim_time,
+            AttemptRow.end_time,
+        )
         .join(
             AttemptRow,
             sa.and_(
@@ -72,11 +97,12 @@ def measured_runs(session: Session, org: str, base: str, device: str) -> list[tu
         .limit(RECENT_JOBS)
     )
     runs = []
-    for job, seconds, ran_on in rows:
+    for job, seconds, ran_on, claimed, ended in rows:
         spec = job.spec or {}
         steps = int(job.plan.get("planned_steps", 0))
         if spec.get("base_model") != base or not seconds or not steps:
             continue
         if windows.device_class((ran_on,)) == device:
-            runs.append((float(seconds), steps))
+            wall = (ended - claimed).total_seconds() if claimed and ended else float(seconds)
+            runs.append(Run(float(seconds), steps, max(wall, float(seconds))))
     return runs

@@ -16,6 +16,7 @@ from services.core.store import Store
 from services.core.tables import AttemptRow
 from services.jobs import series, snapshots, spec, store, view
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2, job_service_pb2
+from trainyard.training.catalog import Catalog
 
 MAX_DATASET_PAGE = 200
 MAX_EVENTS_PAGE = 500
@@ -34,9 +35,10 @@ def _one_of(field: str, value: str, supported: tuple[str, ...]) -> None:
 
 
 class JobReads:
-    def __init__(self, store: Store, tokens: PageTokens) -> None:
+    def __init__(self, store: Store, tokens: PageTokens, catalog: Catalog) -> None:
         self._store = store
         self._tokens = tokens
+        self._catalog = catalog
 
     def get(
         self, principal: Principal, job_id: str, identifier: str = "", project: str = ""
@@ -55,7 +57,7 @@ class JobReads:
                 row = found
             else:
                 row = store.owned_job(session, principal.org, job_id)
-            return view.job_proto(session, row, preview=True)
+            return view.job_proto(session, row, self._catalog, preview=True)
 
     def list_jobs(
         self, principal: Principal, *, status: str, project: str, size: int, token: str
@@ -77,7 +79,7 @@ class JobReads:
             rows = store.jobs_page(
                 session, org, status=status, project=project, after=after, limit=limit + 1
             )
-            jobs = view.job_protos(session, rows[:limit])
+            jobs = view.job_protos(session, rows[:limit], self._catalog)
             next_token = ""
             if len(rows) > limit:
                 last = rows[limit - 1]

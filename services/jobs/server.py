@@ -46,8 +46,8 @@ def use_cases(
     registered = DataSources(store, Sealer(config.master_key()))
     return JobService(
         creation=JobCreation(store, catalog, config, reader, registered),
-        reads=JobReads(store, tokens),
-        control=JobControl(store, config),
+        reads=JobReads(store, tokens, catalog),
+        control=JobControl(store, config, catalog),
         publishing=Publishing(store, downloads),
         preparation=Preparation(
             store, reader, snapshots, catalog, config.retention_days, registered

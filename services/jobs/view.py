@@ -1,5 +1,6 @@
-"""How JobService's answers read: the shared job view with a preview of the rows the job
-trained on, and its attempts, events and dataset items as protos."""
+"""How JobService's answers read: the shared job view with where a waiting job stands in
+its queue and a preview of the rows the job trained on, and its attempts, events and
+dataset items as protos."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from services.core import view
 from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotItemRow
 from services.jobs import snapshots, store
+from services.jobs.queue import QueueReader
 from trainyard.job.v1 import attempt_pb2, event_pb2, job_pb2
+from trainyard.training.catalog import Catalog
 
 PREVIEW_ITEMS = 50
 # A preview (a job's `chats`, a page of its dataset) shows each example's first messages,
@@ -23,14 +26,23 @@ PREVIEW_MESSAGES, PREVIEW_CHARS = 8, 300
 ts = view.ts
 
 
-def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
-    return view.job_protos(session, rows)
+def job_protos(session: Session, rows: Sequence[JobRow], catalog: Catalog) -> list[job_pb2.Job]:
+    """The jobs as read, each waiting one with where it stands in its queue."""
+    jobs = view.job_protos(session, rows)
+    queue = QueueReader(session, catalog, utcnow())
+    for row, job in zip(rows, jobs, strict=True):
+        if (found := queue.position(row)) is not None:
+            job.queue.CopyFrom(found)
+    return jobs
 
 
-def job_proto(session: Session, row: JobRow, *, preview: bool = False) -> job_pb2.Job:
-    """The job as read; a single job's read (`preview`) adds the first rows it trained on
-    and the objects it holds (HIP-1333 §2: "its spec, status, result, artifacts")."""
-    job = view.job_proto(session, row)
+def job_proto(
+    session: Session, row: JobRow, catalog: Catalog, *, preview: bool = False
+) -> job_pb2.Job:
+    """The job as read, with where it stands in its queue while it waits; a single job's
+    read (`preview`) adds the first rows it trained on and the objects it holds (HIP-1333
+    §2: "its spec, status, result, artifacts")."""
+    job = job_protos(session, [row], catalog)[0]
     if preview:
         if row.dataset_sha256:
             _preview(session, row, job)

@@ -17,6 +17,7 @@ from services.core.config import Config
 from services.core.money import ledger, rates, storage, windows
 from services.core.money.tables import EntryRow, RateRow, SpendCapRow
 from services.core.pagetoken import PageTokens, page_size
+from services.core.states import ObjectStatus
 from services.core.store import Store, retrying, utcnow
 from trainyard.meter.v1 import meter_pb2
 from trainyard.training.catalog import Catalog
@@ -106,6 +107,11 @@ class MeterService:
             spend_cap_micro_cents=row.spend_cap,
             spent_micro_cents=ledger.spent(session, org, now),
             available_micro_cents=row.balance - windows.committed(holds),
+        )
+        # What the org keeps now, as the storage sweep charges it.
+        answer.storage_bytes = storage.held_bytes(session, org, ObjectStatus.STORED)
+        answer.storage_cost_per_month = storage.month_cents(
+            answer.storage_bytes, storage.storage_rate(session)
         )
         for hold in holds:
             answer.holds.add(

@@ -128,24 +128,29 @@ def test_artifacts_ls_prints_its_columns_under_a_header(
     stack: StackProcess, tmp_path: Path
 ) -> None:
     key = stack.create_key(f"ls-{secrets.token_hex(3)}")
-    header = f"{'sha256':<64}  kind       {'bytes':>12}  expires               name"
+    header = (
+        f"{'sha256':<64}  kind       {'bytes':>12}  expires               pinned  "
+        f"{'cents/month':>11}  name"
+    )
     assert stack.cli("artifacts", "ls", key=key).stdout.splitlines() == [header]
     (tmp_path / "rows.jsonl").write_bytes(CHAT)
     stack.cli("artifacts", "upload", str(tmp_path / "rows.jsonl"), key=key)
     first, row = stack.cli("artifacts", "ls", key=key).stdout.splitlines()
     assert first == header
-    digest, kind, size, expires, name = row.split()
-    assert (digest, kind, size, name) == (
+    digest, kind, size, expires, pinned, cents, name = row.split()
+    assert (digest, kind, size, pinned, name) == (
         hashlib.sha256(CHAT).hexdigest(),
         "dataset",
         str(len(CHAT)),
+        "no",
         "rows.jsonl",
     )
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ|kept", expires)
+    assert float(cents) > 0
     titles, values = _spans(header), _spans(row)
-    # Each value starts under its column's name; the size, right-aligned, ends under it.
-    assert [values[i][0] for i in (0, 1, 3, 4)] == [titles[i][0] for i in (0, 1, 3, 4)]
-    assert values[2][1] == titles[2][1]
+    # Each value starts under its column's name; the size and cost, right-aligned, end under it.
+    assert [values[i][0] for i in (0, 1, 3, 4, 6)] == [titles[i][0] for i in (0, 1, 3, 4, 6)]
+    assert values[2][1] == titles[2][1] and values[5][1] == titles[5][1]
 
 
 def _spans(line: str) -> list[tuple[int, int]]:

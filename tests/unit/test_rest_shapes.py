@@ -56,9 +56,18 @@ def test_a_jobs_money_reads_as_numbers_and_its_absent_blocks_as_null(lua: Any) -
     assert (read["id"], read["project"], read["base_model"]) == ("123", "456", "789")
     assert read["resources"]["machines"] == ["42"]
     assert (read["evaluation"], read["outcome"], read["preparation"]) == (None, None, None)
+    assert read["queue"] is None  # a job that waits for no executor
     # Everything else is as the transcoder wrote it.
     plain = json.loads(transcoded(job))
-    changed = {"cost_micro_cents", "resources", "holding", "evaluation", "outcome", "preparation"}
+    changed = {
+        "cost_micro_cents",
+        "resources",
+        "holding",
+        "evaluation",
+        "outcome",
+        "preparation",
+        "queue",
+    }
     assert {k: v for k, v in read.items() if k not in changed} == {
         k: v for k, v in plain.items() if k not in changed
     }
@@ -105,7 +114,7 @@ def test_text_that_is_not_json_is_left_as_it_was(lua: Any) -> None:
     text = '{"name":"a\\"b\\\\","chats":[{"x":["1",{"y":"2"}]}],"cost_micro_cents":"9"}'
     assert json.loads(lua.reshape(text, "trainyard.job.v1.Job")) == {
         "name": 'a"b\\', "chats": [{"x": ["1", {"y": "2"}]}], "cost_micro_cents": 9,
-        "evaluation": None, "outcome": None, "preparation": None,
+        "evaluation": None, "outcome": None, "preparation": None, "queue": None,
     }  # fmt: skip
 
 

@@ -38,6 +38,17 @@ def span_price(size: int, per_gb_month: int, seconds: int) -> int:
     return size * per_gb_month * seconds // (GB * MONTH_SECONDS)
 
 
+def month_cents(size: int, per_gb_month: int) -> float:
+    """What keeping `size` bytes costs a month at a rate in micro-cents a GB-month, in US
+    cents, unrounded: a small object's cost is a fraction of a micro-cent."""
+    return size * per_gb_month / GB / rates.MICRO_CENTS_PER_CENT
+
+
+def storage_rate(session: Session) -> int:
+    """The deployment's storage rate, in micro-cents a GB-month."""
+    return rates.rate(session, rates.STORAGE)[0]
+
+
 def accrue(session: Session, policy: windows.Policy, org: str, now: dt.datetime) -> int:
     """Charge the org's storage from its watermark to `now`; what was charged. A payer's
     first sweep only sets its watermark: objects are charged from the first sweep after

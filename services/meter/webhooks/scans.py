@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from services.core import webhooks
-from services.core.object_tables import ObjectRow, publishes
+from services.core.object_tables import ObjectRow, fate, publishes
 from services.core.states import JobStatus, ObjectStatus
 from services.core.store import Store, utcnow
 from services.core.tables import JobRow
@@ -98,6 +98,7 @@ def _expiring(session: Session, hook: WebhookRow, now: dt.datetime) -> int:
             ObjectRow.expires_at.is_not(None),
             ObjectRow.expires_at > now,
             ObjectRow.expires_at <= horizon,
+            ObjectRow.pinned.is_(False),
             ~publishes(ObjectRow.org, ObjectRow.sha256),  # a publication keeps it
         )
         .order_by(ObjectRow.expires_at)
@@ -105,6 +106,9 @@ def _expiring(session: Session, hook: WebhookRow, now: dt.datetime) -> int:
     )
     found = 0
     for row in rows:
+        # Only what retention will take: not an object a live job or object still keeps.
+        if not fate(session, row, now).expired(horizon):
+            continue
         assert row.expires_at is not None
         data = {
             "sha256": row.sha256,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$trainyard/artifact/v1/artifact.proto\x12\x15trainyard.artifact.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x03\n\x08\x41rtifact\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x01\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06job_id\x18\x06 \x01(\t\x12\x11\n\tpublished\x18\x07 \x01(\x08\x12\x1c\n\x14provenance_record_id\x18\x08 \x01(\t\x12\x18\n\x10retention_policy\x18\t \x01(\t\x12.\n\nexpires_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03url\x18\x0c \x01(\t\x12\x0f\n\x07\x65xpires\x18\x0e \x01(\r\x12\x37\n\x04meta\x18\x0f \x03(\x0b\x32).trainyard.artifact.v1.Artifact.MetaEntry\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01J\x04\x08\r\x10\x0eR\x07headers\"\x8a\x01\n\x05Grant\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0e\n\x06stored\x18\x02 \x01(\x08\x12/\n\x06upload\x18\x03 \x01(\x0b\x32\x1f.trainyard.artifact.v1.Transfer\x12\x30\n\x05parts\x18\x04 \x03(\x0b\x32!.trainyard.artifact.v1.UploadPart\"\xa7\x01\n\x08Transfer\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12=\n\x07headers\x18\x03 \x03(\x0b\x32,.trainyard.artifact.v1.Transfer.HeadersEntry\x12\x0f\n\x07\x65xpires\x18\x04 \x01(\r\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb8\x01\n\nUploadPart\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x05\x12\x0b\n\x03url\x18\x04 \x01(\t\x12?\n\x07headers\x18\x05 \x03(\x0b\x32..trainyard.artifact.v1.UploadPart.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$trainyard/artifact/v1/artifact.proto\x12\x15trainyard.artifact.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x04\n\x08\x41rtifact\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x01\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x0e\n\x06job_id\x18\x06 \x01(\t\x12\x11\n\tpublished\x18\x07 \x01(\x08\x12\x1c\n\x14provenance_record_id\x18\x08 \x01(\t\x12\x18\n\x10retention_policy\x18\t \x01(\t\x12.\n\nexpires_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63reate_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0b\n\x03url\x18\x0c \x01(\t\x12\x0f\n\x07\x65xpires\x18\x0e \x01(\r\x12\x37\n\x04meta\x18\x0f \x03(\x0b\x32).trainyard.artifact.v1.Artifact.MetaEntry\x12\x0e\n\x06pinned\x18\x10 \x01(\x08\x12/\n\x0b\x65xpire_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x07kept_by\x18\x12 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16storage_cost_per_month\x18\x13 \x01(\x01\x1a+\n\tMetaEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_kept_byJ\x04\x08\r\x10\x0eR\x07headers\"\x8a\x01\n\x05Grant\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0e\n\x06stored\x18\x02 \x01(\x08\x12/\n\x06upload\x18\x03 \x01(\x0b\x32\x1f.trainyard.artifact.v1.Transfer\x12\x30\n\x05parts\x18\x04 \x03(\x0b\x32!.trainyard.artifact.v1.UploadPart\"\xa7\x01\n\x08Transfer\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x12=\n\x07headers\x18\x03 \x03(\x0b\x32,.trainyard.artifact.v1.Transfer.HeadersEntry\x12\x0f\n\x07\x65xpires\x18\x04 \x01(\r\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb8\x01\n\nUploadPart\x12\x0e\n\x06number\x18\x01 \x01(\x05\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x05\x12\x0b\n\x03url\x18\x04 \x01(\t\x12?\n\x07headers\x18\x05 \x03(\x0b\x32..trainyard.artifact.v1.UploadPart.HeadersEntry\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,17 +39,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPLOADPART_HEADERSENTRY']._loaded_options = None
   _globals['_UPLOADPART_HEADERSENTRY']._serialized_options = b'8\001'
   _globals['_ARTIFACT']._serialized_start=97
-  _globals['_ARTIFACT']._serialized_end=516
-  _globals['_ARTIFACT_METAENTRY']._serialized_start=458
-  _globals['_ARTIFACT_METAENTRY']._serialized_end=501
-  _globals['_GRANT']._serialized_start=519
-  _globals['_GRANT']._serialized_end=657
-  _globals['_TRANSFER']._serialized_start=660
-  _globals['_TRANSFER']._serialized_end=827
-  _globals['_TRANSFER_HEADERSENTRY']._serialized_start=781
-  _globals['_TRANSFER_HEADERSENTRY']._serialized_end=827
-  _globals['_UPLOADPART']._serialized_start=830
-  _globals['_UPLOADPART']._serialized_end=1014
-  _globals['_UPLOADPART_HEADERSENTRY']._serialized_start=781
-  _globals['_UPLOADPART_HEADERSENTRY']._serialized_end=827
+  _globals['_ARTIFACT']._serialized_end=647
+  _globals['_ARTIFACT_METAENTRY']._serialized_start=577
+  _globals['_ARTIFACT_METAENTRY']._serialized_end=620
+  _globals['_GRANT']._serialized_start=650
+  _globals['_GRANT']._serialized_end=788
+  _globals['_TRANSFER']._serialized_start=791
+  _globals['_TRANSFER']._serialized_end=958
+  _globals['_TRANSFER_HEADERSENTRY']._serialized_start=912
+  _globals['_TRANSFER_HEADERSENTRY']._serialized_end=958
+  _globals['_UPLOADPART']._serialized_start=961
+  _globals['_UPLOADPART']._serialized_end=1145
+  _globals['_UPLOADPART_HEADERSENTRY']._serialized_start=912
+  _globals['_UPLOADPART_HEADERSENTRY']._serialized_end=958
 # @@protoc_insertion_point(module_scope)

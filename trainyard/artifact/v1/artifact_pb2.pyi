@@ -10,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Artifact(_message.Message):
-    __slots__ = ("sha256", "size", "kind", "name", "status", "job_id", "published", "provenance_record_id", "retention_policy", "expires_at", "create_time", "url", "expires", "meta")
+    __slots__ = ("sha256", "size", "kind", "name", "status", "job_id", "published", "provenance_record_id", "retention_policy", "expires_at", "create_time", "url", "expires", "meta", "pinned", "expire_time", "kept_by", "storage_cost_per_month")
     class MetaEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,10 @@ class Artifact(_message.Message):
     URL_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    KEPT_BY_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_COST_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     size: float
     kind: str
@@ -46,7 +50,11 @@ class Artifact(_message.Message):
     url: str
     expires: int
     meta: _containers.ScalarMap[str, str]
-    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[float] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    pinned: bool
+    expire_time: _timestamp_pb2.Timestamp
+    kept_by: str
+    storage_cost_per_month: float
+    def __init__(self, sha256: _Optional[str] = ..., size: _Optional[float] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., status: _Optional[str] = ..., job_id: _Optional[str] = ..., published: _Optional[bool] = ..., provenance_record_id: _Optional[str] = ..., retention_policy: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., url: _Optional[str] = ..., expires: _Optional[int] = ..., meta: _Optional[_Mapping[str, str]] = ..., pinned: _Optional[bool] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kept_by: _Optional[str] = ..., storage_cost_per_month: _Optional[float] = ...) -> None: ...
 
 class Grant(_message.Message):
     __slots__ = ("sha256", "stored", "upload", "parts")

@@ -58,6 +58,32 @@ class DeleteArtifactRequest(_message.Message):
     sha256: str
     def __init__(self, sha256: _Optional[str] = ...) -> None: ...
 
+class PinArtifactRequest(_message.Message):
+    __slots__ = ("sha256", "body")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    body: _struct_pb2.Struct
+    def __init__(self, sha256: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class UnpinArtifactRequest(_message.Message):
+    __slots__ = ("sha256", "body")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    body: _struct_pb2.Struct
+    def __init__(self, sha256: _Optional[str] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ExtendArtifactRequest(_message.Message):
+    __slots__ = ("sha256", "ttl_seconds", "body")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    ttl_seconds: int
+    body: _struct_pb2.Struct
+    def __init__(self, sha256: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class DeleteArtifactResponse(_message.Message):
     __slots__ = ("sha256", "deleted", "cascaded")
     SHA256_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,21 @@ class ArtifactServiceStub:
                 request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.PinArtifact = channel.unary_unary(
+                '/trainyard.artifact.v1.ArtifactService/PinArtifact',
+                request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.PinArtifactRequest.SerializeToString,
+                response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+                _registered_method=True)
+        self.UnpinArtifact = channel.unary_unary(
+                '/trainyard.artifact.v1.ArtifactService/UnpinArtifact',
+                request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.UnpinArtifactRequest.SerializeToString,
+                response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+                _registered_method=True)
+        self.ExtendArtifact = channel.unary_unary(
+                '/trainyard.artifact.v1.ArtifactService/ExtendArtifact',
+                request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ExtendArtifactRequest.SerializeToString,
+                response_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+                _registered_method=True)
         self.ListJobArtifacts = channel.unary_unary(
                 '/trainyard.artifact.v1.ArtifactService/ListJobArtifacts',
                 request_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ListJobArtifactsRequest.SerializeToString,
@@ -150,7 +165,7 @@ class ArtifactServiceServicer:
     def DeleteArtifact(self, request, context):
         """Deletes one of the org's objects with its metadata and provenance;
         `PUBLISHED` while a publication names it, `IN_USE` while a job that has
-        not ended reads it. Repeating it is a no-op.
+        not ended reads it, `PINNED` while it is pinned. Repeating it is a no-op.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,6 +185,31 @@ class ArtifactServiceServicer:
         10 minutes. The object is read under its org's key and served only once
         it hashes to its sha256. An expired, altered or unknown token, and an
         object since deleted, answer `NOT_FOUND`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PinArtifact(self, request, context):
+        """Pins one of the org's objects: it never expires and no sweep deletes it
+        while it is pinned. Pinning a pinned object is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpinArtifact(self, request, context):
+        """Unpins an object: its retention applies again from the time it kept
+        (an object past it is kept until the next sweep, or while something else
+        keeps it). Unpinning an object that is not pinned is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendArtifact(self, request, context):
+        """Keeps an object longer: it now expires `ttl_seconds` from now. Only its
+        expiry changes; no byte is copied or uploaded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -267,6 +307,21 @@ def add_ArtifactServiceServicer_to_server(servicer, server):
                     servicer.DownloadArtifact,
                     request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
+            ),
+            'PinArtifact': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinArtifact,
+                    request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.PinArtifactRequest.FromString,
+                    response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.SerializeToString,
+            ),
+            'UnpinArtifact': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpinArtifact,
+                    request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.UnpinArtifactRequest.FromString,
+                    response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.SerializeToString,
+            ),
+            'ExtendArtifact': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendArtifact,
+                    request_deserializer=trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ExtendArtifactRequest.FromString,
+                    response_serializer=trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.SerializeToString,
             ),
             'ListJobArtifacts': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobArtifacts,
@@ -478,6 +533,87 @@ class ArtifactService:
             '/trainyard.artifact.v1.ArtifactService/DownloadArtifact',
             trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.DownloadArtifactRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.artifact.v1.ArtifactService/PinArtifact',
+            trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.PinArtifactRequest.SerializeToString,
+            trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpinArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.artifact.v1.ArtifactService/UnpinArtifact',
+            trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.UnpinArtifactRequest.SerializeToString,
+            trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendArtifact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainyard.artifact.v1.ArtifactService/ExtendArtifact',
+            trainyard_dot_artifact_dot_v1_dot_artifact__service__pb2.ExtendArtifactRequest.SerializeToString,
+            trainyard_dot_artifact_dot_v1_dot_artifact__pb2.Artifact.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Job(_message.Message):
-    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts", "cost_micro_cents", "holding", "cost_credits")
+    __slots__ = ("id", "number", "project", "idempotency_key", "requested_by", "base_model", "revision", "dataset", "objective", "adaptation", "hyperparameters", "protect", "evaluation", "resources", "output", "retention", "status", "planned_steps", "steps_per_epoch", "effective_batch_size", "train_examples", "eval_examples", "preparation", "progress", "outcome", "timing", "model_available", "result", "failure_code", "failure_category", "failure_message", "attempt_count", "chats", "chat_count", "message_count", "chats_truncated", "deleted", "create_time", "update_time", "artifacts", "cost_micro_cents", "holding", "cost_credits", "queue")
     ID_FIELD_NUMBER: _ClassVar[int]
     NUMBER_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class Job(_message.Message):
     HOLDING_FIELD_NUMBER: _ClassVar[int]
     FROM_FIELD_NUMBER: _ClassVar[int]
     COST_CREDITS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     id: str
     number: int
     project: str
@@ -99,7 +100,22 @@ class Job(_message.Message):
     cost_micro_cents: int
     holding: Holding
     cost_credits: float
-    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ..., cost_micro_cents: _Optional[int] = ..., holding: _Optional[_Union[Holding, _Mapping]] = ..., cost_credits: _Optional[float] = ..., **kwargs) -> None: ...
+    queue: QueuePosition
+    def __init__(self, id: _Optional[str] = ..., number: _Optional[int] = ..., project: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., requested_by: _Optional[str] = ..., base_model: _Optional[str] = ..., revision: _Optional[str] = ..., dataset: _Optional[_Union[Dataset, _Mapping]] = ..., objective: _Optional[_Union[Objective, _Mapping]] = ..., adaptation: _Optional[_Union[Adaptation, _Mapping]] = ..., hyperparameters: _Optional[_Union[Hyperparameters, _Mapping]] = ..., protect: _Optional[_Union[Protection, _Mapping]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., resources: _Optional[_Union[Resources, _Mapping]] = ..., output: _Optional[_Union[Output, _Mapping]] = ..., retention: _Optional[_Union[Retention, _Mapping]] = ..., status: _Optional[str] = ..., planned_steps: _Optional[int] = ..., steps_per_epoch: _Optional[int] = ..., effective_batch_size: _Optional[int] = ..., train_examples: _Optional[int] = ..., eval_examples: _Optional[int] = ..., preparation: _Optional[_Union[Preparation, _Mapping]] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., outcome: _Optional[_Union[Outcome, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model_available: _Optional[bool] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_category: _Optional[str] = ..., failure_message: _Optional[str] = ..., attempt_count: _Optional[int] = ..., chats: _Optional[_Iterable[_Union[DatasetItem, _Mapping]]] = ..., chat_count: _Optional[int] = ..., message_count: _Optional[int] = ..., chats_truncated: _Optional[bool] = ..., deleted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[JobArtifact, _Mapping]]] = ..., cost_micro_cents: _Optional[int] = ..., holding: _Optional[_Union[Holding, _Mapping]] = ..., cost_credits: _Optional[float] = ..., queue: _Optional[_Union[QueuePosition, _Mapping]] = ..., **kwargs) -> None: ...
+
+class QueuePosition(_message.Message):
+    __slots__ = ("position", "ahead", "total", "eta_seconds", "basis")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    AHEAD_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ETA_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    ahead: int
+    total: int
+    eta_seconds: float
+    basis: str
+    def __init__(self, position: _Optional[int] = ..., ahead: _Optional[int] = ..., total: _Optional[int] = ..., eta_seconds: _Optional[float] = ..., basis: _Optional[str] = ...) -> None: ...
 
 class Holding(_message.Message):
     __slots__ = ("device_seconds", "micro_cents")

@@ -22,7 +22,7 @@ class Rate(_message.Message):
     def __init__(self, meter: _Optional[str] = ..., micro_cents: _Optional[int] = ..., unit: _Optional[str] = ..., floor: _Optional[bool] = ...) -> None: ...
 
 class Wallet(_message.Message):
-    __slots__ = ("payer", "balance_micro_cents", "held_micro_cents", "spend_cap_micro_cents", "spent_micro_cents", "holds", "project_caps", "available_micro_cents")
+    __slots__ = ("payer", "balance_micro_cents", "held_micro_cents", "spend_cap_micro_cents", "spent_micro_cents", "holds", "project_caps", "available_micro_cents", "storage_bytes", "storage_cost_per_month")
     PAYER_FIELD_NUMBER: _ClassVar[int]
     BALANCE_MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
     HELD_MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,8 @@ class Wallet(_message.Message):
     HOLDS_FIELD_NUMBER: _ClassVar[int]
     PROJECT_CAPS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_MICRO_CENTS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_COST_PER_MONTH_FIELD_NUMBER: _ClassVar[int]
     payer: str
     balance_micro_cents: int
     held_micro_cents: int
@@ -39,7 +41,9 @@ class Wallet(_message.Message):
     holds: _containers.RepeatedCompositeFieldContainer[Hold]
     project_caps: _containers.RepeatedCompositeFieldContainer[SpendCap]
     available_micro_cents: int
-    def __init__(self, payer: _Optional[str] = ..., balance_micro_cents: _Optional[int] = ..., held_micro_cents: _Optional[int] = ..., spend_cap_micro_cents: _Optional[int] = ..., spent_micro_cents: _Optional[int] = ..., holds: _Optional[_Iterable[_Union[Hold, _Mapping]]] = ..., project_caps: _Optional[_Iterable[_Union[SpendCap, _Mapping]]] = ..., available_micro_cents: _Optional[int] = ...) -> None: ...
+    storage_bytes: int
+    storage_cost_per_month: float
+    def __init__(self, payer: _Optional[str] = ..., balance_micro_cents: _Optional[int] = ..., held_micro_cents: _Optional[int] = ..., spend_cap_micro_cents: _Optional[int] = ..., spent_micro_cents: _Optional[int] = ..., holds: _Optional[_Iterable[_Union[Hold, _Mapping]]] = ..., project_caps: _Optional[_Iterable[_Union[SpendCap, _Mapping]]] = ..., available_micro_cents: _Optional[int] = ..., storage_bytes: _Optional[int] = ..., storage_cost_per_month: _Optional[float] = ...) -> None: ...
 
 class SpendCap(_message.Message):
     __slots__ = ("project", "micro_cents", "spent_micro_cents")
