@@ -24,6 +24,10 @@ NULLABLE: Mapping[str, tuple[str, ...]] = {
     "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
     "trainyard.job.v1.Progress": ("mfu", "peak_tflops"),
     "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
+    "trainyard.org.v1.ApiKey": ("monthly_spend_cap", "expire_time", "revoke_time", "last_used_time"),
+    "trainyard.org.v1.Usage": ("limit",),
+    "trainyard.org.v1.Spend": ("limit",),
+    "trainyard.org.v1.ProjectSpend": ("limit",),
 }
 PROBLEM_TYPE = "https://trainyard.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"

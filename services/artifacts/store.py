@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, ids
+from services.core import context, errors, ids, limits
 from services.core.object_tables import JobArtifactRow, ObjectRow, publishes, readable
 from services.core.states import ObjectStatus
 from services.core.store import Base, UtcDateTime, retrying
@@ -100,7 +100,7 @@ def owned_job(session: Session, org: str, job_id: str) -> JobRow:
     """The org's job; another org's, or anything that is not a job id, answers exactly as
     an unknown one."""
     row = session.get(JobRow, job_id) if ids.is_id(job_id, "job") else None
-    if row is None or row.org != org:
+    if row is None or row.org != org or not context.sees_project(row.project):
         raise errors.NotFound()
     return row
 
@@ -154,14 +154,7 @@ def stored_objects(session: Session, org: str, kind: str) -> Sequence[ObjectRow]
 
 def pending_bytes(session: Session, org: str, *, besides: str) -> int:
     """The bytes the org was granted and has not confirmed, but for the object `besides`."""
-    pending = session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
-            ObjectRow.org == org,
-            ObjectRow.status == ObjectStatus.PENDING,
-            ObjectRow.sha256 != besides,
-        )
-    )
-    return int(pending or 0)
+    return limits.pending_bytes(session, org, besides=besides)
 
 
 def add_placeholder(

@@ -115,8 +115,13 @@ def test_people_never_do_a_machines_work() -> None:
         assert methods_of(role).isdisjoint(CLAIMS), role
 
 
-def test_an_admin_does_what_a_member_does_and_caps_spend_and_the_operator_more() -> None:
-    assert methods_of("admin") == methods_of("member") | {"SetSpendCap"}
+ORG_ADMIN = {"SetSpendCap", "CreateKey", "ListKeys", "GetKey", "RevokeKey", "RotateKey",
+             "ListAuditEntries"}  # fmt: skip
+
+
+def test_an_admin_does_what_a_member_does_and_keeps_its_orgs_money_keys_and_trail() -> None:
+    assert methods_of("admin") == methods_of("member") | ORG_ADMIN
+    assert "GetLimits" in methods_of("member")
     assert methods_of("admin") < methods_of("operator")
     assert methods_of("operator") - methods_of("admin") == {
         "SweepArtifacts",
