@@ -24,7 +24,12 @@ NULLABLE: Mapping[str, tuple[str, ...]] = {
     "trainyard.job.v1.Job": ("evaluation", "outcome", "preparation"),
     "trainyard.job.v1.Progress": ("mfu", "peak_tflops"),
     "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
-    "trainyard.org.v1.ApiKey": ("monthly_spend_cap", "expire_time", "revoke_time", "last_used_time"),
+    "trainyard.org.v1.ApiKey": (
+        "monthly_spend_cap",
+        "expire_time",
+        "revoke_time",
+        "last_used_time",
+    ),
     "trainyard.org.v1.Usage": ("limit",),
     "trainyard.org.v1.Spend": ("limit",),
     "trainyard.org.v1.ProjectSpend": ("limit",),

@@ -41,6 +41,7 @@ from trainyard.job.v1 import (
     publication_pb2,
 )
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
+from trainyard.org.v1 import org_service_pb2_grpc
 from trainyard.sdk_artifacts import ArtifactMethods, file_sha256
 from trainyard.sdk_base import TrainyardError, channel
 from trainyard.sdk_clients import (
@@ -54,6 +55,7 @@ from trainyard.sdk_clients import (
     to_datum,
     to_model_input,
 )
+from trainyard.sdk_org import OrgMethods
 
 __all__ = [
     "APIFuture", "Client", "TrainingClient", "TrainyardError", "datum_from_text",
@@ -66,9 +68,10 @@ LOG_READ_BYTES = 1024 * 1024
 LOG_WAIT_SECONDS = 25
 
 
-class Client(ArtifactMethods):
+class Client(ArtifactMethods, OrgMethods):
     """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
-    (upload, download, ...) are written in `trainyard.sdk_artifacts`."""
+    (upload, download, ...) are written in `trainyard.sdk_artifacts`, its calls on the org
+    (keys, the audit trail, limits) in `trainyard.sdk_org`."""
 
     def __init__(
         self,
@@ -89,6 +92,7 @@ class Client(ArtifactMethods):
         self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)
         self.clients = client_service_pb2_grpc.ClientServiceStub(self._channel)
+        self.orgs = org_service_pb2_grpc.OrgServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -112,7 +116,7 @@ class Client(ArtifactMethods):
         org: str | None = None,
         **md: str,
     ) -> Any:
-        stubs = (self.artifacts, self.meter, self.clients)
+        stubs = (self.artifacts, self.meter, self.clients, self.orgs)
         stub = next((s for s in stubs if hasattr(s, method)), self.jobs)
         if org:
             md["x-org-id"] = org

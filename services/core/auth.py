@@ -166,14 +166,18 @@ class Principal:
         """A project the key is not limited to is PERMISSION_DENIED naming `project`."""
         if not self.sees_project(project):
             raise errors.PermissionDenied(
-                "This key is limited to other projects.", metadata={"field": "project"}
+                "This key is limited to other projects.",
+                metadata={"field": "project"},
+                fields=[("project", "is not one this key is limited to")],
             )
 
     def check_base(self, base: str) -> None:
         """A base the key is not limited to is PERMISSION_DENIED naming `base_model`."""
         if self.bases and base not in self.bases:
             raise errors.PermissionDenied(
-                "This key is limited to other bases.", metadata={"field": "base_model"}
+                "This key is limited to other bases.",
+                metadata={"field": "base_model"},
+                fields=[("base_model", "is not one this key is limited to")],
             )
 
 

@@ -130,7 +130,9 @@ def _scope(field: str, values: Sequence[str], pattern: str) -> list[str]:
 
 def _beyond(field: str) -> errors.PermissionDenied:
     return errors.PermissionDenied(
-        "This key may make only keys within its own limits.", metadata={"field": field}
+        "This key may make only keys within its own limits.",
+        metadata={"field": field},
+        fields=[(field, "is past this key's own limits")],
     )
 
 
@@ -148,6 +150,7 @@ def _check_role(principal: Principal, role: str) -> None:
         raise errors.PermissionDenied(
             "Only an org's roles are made here; metadata.supported names them.",
             metadata={"field": "role", "supported": ",".join(auth.ORG_ROLES)},
+            fields=[("role", "is not a role an org's key may make")],
         )
 
 

@@ -78,6 +78,7 @@ class Trail:
             raise errors.PermissionDenied(
                 "A key limited to projects does not read the org's trail.",
                 metadata={"field": "projects"},
+                fields=[("projects", "limit this key to some of the org's work")],
             )
         if actor and not ACTOR.fullmatch(actor):
             raise errors.ValidationError("actor", "must be a key's id")
