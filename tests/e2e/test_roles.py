@@ -33,8 +33,12 @@ INTERNAL = {
     "ListPublished",
 }
 DEPLOYMENT = {"SweepArtifacts", "SweepStorage", "SetRate", "CreditWallet"}
-# An org's administrators cap its spend; the operator may too.
-ORG_ADMIN = {"SetSpendCap"}
+# An org's administrators cap its spend, keep its keys and read its trail; the operator
+# may too.
+ORG_ADMIN = {
+    "SetSpendCap", "CreateKey", "ListKeys", "GetKey", "RevokeKey", "RotateKey",
+    "ListAuditEntries",
+}  # fmt: skip
 
 
 def may_call(role: str, method: str) -> bool:
@@ -195,7 +199,7 @@ def answered_over_rest(answer: httpx.Response) -> bool:
 
 def test_the_walk_covers_every_service_and_the_claim_routes() -> None:
     walked = methods()
-    packages = {"job", "claim", "artifact", "meter", "client"}
+    packages = {"job", "claim", "artifact", "meter", "client", "org"}
     assert {m.service.split(".")[1] for m in walked} == packages
     routed = {"CreateJob", "ClaimTask", "SetRate", "CreateTrainingClient"}
     assert {m.name for m in walked if m.verb} >= routed
