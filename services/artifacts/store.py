@@ -137,19 +137,33 @@ def visible_object(session: Session, org: str, sha256: str, now: dt.datetime) ->
     if not readable(session, row, now):
         raise errors.NotFound()
     assert row is not None
+    if not in_scope(session, row):
+        raise errors.NotFound()
     return row
 
 
+def in_scope(session: Session, row: ObjectRow) -> bool:
+    """Whether the request's key sees the object: a key limited to projects does not see
+    the outputs of another project's jobs (what the org uploaded has no project)."""
+    who = context.principal_var.get()
+    if not row.job_id or who is None or not who.projects:
+        return True
+    job = session.get(JobRow, row.job_id)
+    return job is None or who.sees_project(job.project)
+
+
 def stored_objects(session: Session, org: str, kind: str) -> Sequence[ObjectRow]:
-    """The org's stored objects (of `kind`, when given), newest first."""
+    """The org's stored objects (of `kind`, when given) that the request's key sees,
+    newest first."""
     where = [ObjectRow.org == org, ObjectRow.status == ObjectStatus.STORED]
     if kind:
         where.append(ObjectRow.kind == kind)
-    return session.scalars(
+    rows = session.scalars(
         sa.select(ObjectRow)
         .where(*where)
         .order_by(ObjectRow.create_time.desc(), ObjectRow.sha256.desc())
     ).all()
+    return [row for row in rows if in_scope(session, row)]
 
 
 def pending_bytes(session: Session, org: str, *, besides: str) -> int:

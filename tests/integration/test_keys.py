@@ -369,3 +369,49 @@ def test_keys_are_stored_by_hash_only(store: Store) -> None:
         row = session.get(ApiKey, made.id)
         assert row is not None and row.key_hash == auth.hash_key(made.secret)
         assert made.secret not in repr(session.execute(sa.select(ApiKey.__table__)).all())
+
+
+def test_a_key_limited_to_projects_does_not_see_another_projects_outputs(bench: Bench) -> None:
+    from services.artifacts import store as artifacts
+
+    job_id = bench.job()  # of the project `default`
+    now = utcnow()
+    with bench.store.unit() as session:
+        for sha, producer in (("a" * 64, job_id), ("b" * 64, "")):
+            row = artifacts.add_placeholder(
+                session, org="acme", sha256=sha, size=1, kind="checkpoint", name="x",
+                job_id=producer, retention_policy="standard", ttl_seconds=None, meta={}, now=now,
+            )  # fmt: skip
+            row.status, row.stored_time = "stored", now
+    for projects, seen in ((("bots",), {"b" * 64}), (("default",), {"a" * 64, "b" * 64})):
+        token = context.principal_var.set(Principal("key_x", "acme", "member", projects=projects))
+        try:
+            with bench.store.unit(write=False) as session:
+                listed = {r.sha256 for r in artifacts.stored_objects(session, "acme", "")}
+                assert listed == seen
+                if "a" * 64 not in seen:
+                    with pytest.raises(errors.NotFound):
+                        artifacts.visible_object(session, "acme", "a" * 64, now)
+                    with pytest.raises(errors.NotFound):
+                        artifacts.owned_job(session, "acme", job_id)
+        finally:
+            context.principal_var.reset(token)
+
+
+def test_a_key_limited_to_projects_reads_their_charges_and_the_orgs_own(
+    bench: Bench, tmp_path: Path
+) -> None:
+    from services.core.money import ledger
+    from services.meter.service import MeterService
+
+    bench.credit(100)
+    with bench.store.unit() as session:
+        wallet = ledger.wallet(session, "acme", free_cents=0, now=bench.clock())
+        for project in ("bots", "web"):
+            ledger.post(session, wallet, f"compute/{project}", "compute", -1, now=bench.clock(),
+                        project=project)  # fmt: skip
+    meter = MeterService(bench.store, Config(home=tmp_path, database_url=""), TOKENS)
+    limited = Principal("key_x", "acme", "member", projects=("bots",))
+    names = {e.name for e in meter.entries(limited, size=0, token="")[0]}
+    assert names == {"credit/top-up", "compute/bots"}
+    assert len(meter.entries(Principal("key_y", "acme", "member"), size=0, token="")[0]) == 3
