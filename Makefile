@@ -79,6 +79,7 @@ check-gen: $(STAMP)
 
 bench: $(STAMP) $(WRK)
 	$(BIN)/python bench/unary.py
+	$(BIN)/python bench/auth.py
 	$(BIN)/python bench/artifacts.py
 	$(BIN)/python bench/claims.py
 	$(BIN)/python bench/training.py

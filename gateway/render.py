@@ -84,9 +84,9 @@ CIRCUIT_LIMIT = 100_000
 # Upstream name → the gRPC services it serves. The first is the one its health is
 # checked by (Envoy's cluster health check, `trainyard up`, the `x-trainyard-service`
 # route); the claims process also serves the training clients, whose calls travel on
-# the executors' streams it holds.
+# the executors' streams it holds, and the jobs process an org's keys, trail and limits.
 SERVES: dict[str, tuple[str, ...]] = {
-    "jobs": ("trainyard.job.v1.JobService",),
+    "jobs": ("trainyard.job.v1.JobService", "trainyard.org.v1.OrgService"),
     "claims": ("trainyard.claim.v1.ClaimService", "trainyard.client.v1.ClientService"),
     "artifacts": ("trainyard.artifact.v1.ArtifactService",),
     "meter": ("trainyard.meter.v1.MeterService", "trainyard.webhook.v1.WebhookService"),

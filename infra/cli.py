@@ -1,5 +1,6 @@
 """The operator's commands that work on a deployment on this machine: `trainyard up`,
-`trainyard status` and `trainyard admin`. The `trainyard` command finds them by entry
+`trainyard status`, and the store's own `trainyard admin create-key|revoke-key|credit`
+(`admin keys` is the client's, over the API). The `trainyard` command finds them by entry
 point."""
 
 from __future__ import annotations
@@ -52,12 +53,6 @@ def status() -> None:
     sys.exit(0 if report.ok else 1)
 
 
-@click.group()
-def admin() -> None:
-    """Administer the deployment directly through its store."""
-    private()  # a database journal it makes holds the org's rows
-
-
 # "\b" keeps click from rewrapping the table, so each role stays on its own line.
 _CREATE_KEY_HELP = "\n".join(
     [
@@ -76,6 +71,7 @@ _CREATE_KEY_HELP = "\n".join(
 def _stack_store(config: Config) -> Store:
     """The store of the stack this home holds; refused when there is none, since run
     elsewhere the command would make a new, empty store whose keys the stack rejects."""
+    private()  # a database journal it makes holds the org's rows
     url = sa.engine.make_url(normalise_url(config.database_url))
     if url.get_backend_name() == "sqlite":
         found = bool(url.database) and Path(str(url.database)).is_file()
@@ -94,7 +90,7 @@ def _stack_store(config: Config) -> Store:
     return open_store(config.database_url)
 
 
-@admin.command("credit")
+@click.command("credit")
 @click.option("--org", required=True, help="The org whose wallet is credited.")
 @click.option("--amount", required=True, type=decimal.Decimal, help="US dollars, such as 25.00.")
 @click.option(
@@ -131,7 +127,7 @@ def credit(org: str, amount: decimal.Decimal, name: str) -> None:
     click.echo(f"{'credited' if applied else 'already credited'}; balance ${balance / 10**8:,.4f}")
 
 
-@admin.command("create-key", help=_CREATE_KEY_HELP)
+@click.command("create-key", help=_CREATE_KEY_HELP)
 @click.option("--org", required=True, help="The org the key belongs to.")
 @click.option("--role", required=True, type=click.Choice(auth.ROLES), help="What the key may do.")
 @click.option("--label", default="", help="A non-secret note about who holds it.")
@@ -153,11 +149,11 @@ def create_key(org: str, role: str, label: str, tinker: bool) -> None:
     click.echo(f"key id {key_id}, org {org}, role {role}; it is not shown again", err=True)
 
 
-@admin.command("revoke-key")
+@click.command("revoke-key")
 @click.argument("key_id")
 def revoke_key(key_id: str) -> None:
-    """Revoke an API key by the id `create-key` printed with it. A call with it is then
-    refused 401 as revoked (within seconds: a service keeps a resolved key that long)."""
+    """Revoke an API key by the id `create-key` printed with it. The next call with it,
+    through any service, is refused 401 as revoked."""
     store = _stack_store(Config.from_env())
     try:
         with store.unit() as session:

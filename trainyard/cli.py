@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from trainyard import (
     cli_compare,  # noqa: F401 (its command joins `jobs`)
     cli_job_outputs,  # noqa: F401 (its commands join `jobs`)
+    cli_org,
     sdk,
 )
 from trainyard.cli_base import bar as _bar
@@ -85,15 +86,21 @@ def _not_installed(path: str, name: str, extras: list[str]) -> click.Command:
     default="",
     help="The API key; the TRAINYARD_API_KEY environment variable sets it.",
 )
+@click.option(
+    "--org",
+    envvar="TRAINYARD_ORG",
+    default="",
+    help="The org an operator's key acts in (x-org-id); the key's own when unset.",
+)
 @click.pass_context
-def main(ctx: click.Context, url: str, api_key: str) -> None:
+def main(ctx: click.Context, url: str, api_key: str, org: str) -> None:
     """Trainyard: one endpoint for training.
 
     \b
     Exit codes: 0 done; 1 refused (the error's code and detail are printed); 2 a usage
     error; 3 a watched job ended failed, stopped or rejected; 4 no gateway answered.
     """
-    ctx.obj = {"url": url, "api_key": api_key}
+    ctx.obj = {"url": url, "api_key": api_key, "org": org}
 
 
 main.add_command(jobs)
@@ -119,6 +126,27 @@ def models(ctx: click.Context) -> None:
     with _client(ctx) as client:
         for model in client.models():
             _print(model)
+
+
+class _AdminCommands(_Commands):
+    """`admin`'s subcommands: `keys` works over the API, so an org's admin runs it from the
+    client install; the operator's commands on the store (`create-key`, `revoke-key`,
+    `credit`) are defined beside it and found by their entry point (`trainyard.admin`)."""
+
+    @staticmethod
+    def _operated() -> dict[str, EntryPoint]:
+        return {found.name: found for found in entry_points(group="trainyard.admin")}
+
+
+@main.group(cls=_AdminCommands)
+def admin() -> None:
+    """Administer the org's keys over the API (`keys`), or the deployment directly
+    through its store (`create-key`, `revoke-key`, `credit`)."""
+
+
+admin.add_command(cli_org.keys)
+main.add_command(cli_org.audit)
+main.add_command(cli_org.limits)
 
 
 @main.group()

@@ -26,7 +26,7 @@ REFUSED, JOB_UNSUCCESSFUL, UNREACHABLE = 1, 3, 4
 @contextmanager
 def client(ctx: click.Context) -> Iterator[sdk.Client]:
     """A client for the command; an API error ends the command with its reason."""
-    made = sdk.Client(ctx.obj["url"], ctx.obj["api_key"])
+    made = sdk.Client(ctx.obj["url"], ctx.obj["api_key"], org=ctx.obj.get("org") or None)
     try:
         yield made
     except sdk.TrainyardError as exc:

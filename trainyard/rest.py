@@ -26,6 +26,15 @@ NULLABLE: Mapping[str, tuple[str, ...]] = {
     "trainyard.job.v1.QueuePosition": ("eta_seconds",),
     "trainyard.artifact.v1.Artifact": ("expire_time", "kept_by"),
     "trainyard.job.v1.ListJobDatasetItemsResponse": ("total",),
+    "trainyard.org.v1.ApiKey": (
+        "monthly_spend_cap",
+        "expire_time",
+        "revoke_time",
+        "last_used_time",
+    ),
+    "trainyard.org.v1.Usage": ("limit",),
+    "trainyard.org.v1.Spend": ("limit",),
+    "trainyard.org.v1.ProjectSpend": ("limit",),
 }
 PROBLEM_TYPE = "https://trainyard.dev/problems/"
 PROBLEM_CONTENT_TYPE = "application/problem+json"

@@ -41,6 +41,7 @@ from trainyard.job.v1 import (
     publication_pb2,
 )
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
+from trainyard.org.v1 import org_service_pb2_grpc
 from trainyard.sdk_artifacts import ArtifactMethods, file_sha256
 from trainyard.sdk_base import TrainyardError, channel
 from trainyard.sdk_clients import (
@@ -55,6 +56,7 @@ from trainyard.sdk_clients import (
     to_model_input,
 )
 from trainyard.sdk_compare import CompareMethods, Comparison, Run
+from trainyard.sdk_org import OrgMethods
 from trainyard.sdk_webhooks import WebhookMethods
 from trainyard.webhook.v1 import webhook_service_pb2_grpc
 
@@ -69,10 +71,11 @@ LOG_READ_BYTES = 1024 * 1024
 LOG_WAIT_SECONDS = 25
 
 
-class Client(ArtifactMethods, CompareMethods, WebhookMethods):
+class Client(ArtifactMethods, CompareMethods, OrgMethods, WebhookMethods):
     """A connection to one Trainyard gateway, acting with one API key. Its artifact calls
     (upload, download, ...) are written in `trainyard.sdk_artifacts`, its comparison of
-    jobs (`compare_jobs`) in `trainyard.sdk_compare`, its webhook calls in
+    jobs (`compare_jobs`) in `trainyard.sdk_compare`, its calls on the org (keys, the
+    audit trail, limits) in `trainyard.sdk_org`, its webhook calls in
     `trainyard.sdk_webhooks`."""
 
     def __init__(
@@ -95,6 +98,7 @@ class Client(ArtifactMethods, CompareMethods, WebhookMethods):
         self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)
         self.clients = client_service_pb2_grpc.ClientServiceStub(self._channel)
         self.hooks = webhook_service_pb2_grpc.WebhookServiceStub(self._channel)
+        self.orgs = org_service_pb2_grpc.OrgServiceStub(self._channel)
 
     def __enter__(self) -> Client:
         return self
@@ -118,7 +122,7 @@ class Client(ArtifactMethods, CompareMethods, WebhookMethods):
         org: str | None = None,
         **md: str,
     ) -> Any:
-        stubs = (self.artifacts, self.meter, self.clients, self.hooks)
+        stubs = (self.artifacts, self.meter, self.clients, self.hooks, self.orgs)
         stub = next((s for s in stubs if hasattr(s, method)), self.jobs)
         if org:
             md["x-org-id"] = org

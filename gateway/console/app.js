@@ -1,4 +1,5 @@
-// Trainyard's console: the org's jobs, a job training live, the wallet, the webhooks. Every call goes
+// Trainyard's console: the org's jobs, a job training live, the wallet and the org's
+// limits, its keys, its audit trail and its webhooks. Every call goes
 // through the REST API with the key pasted at sign-in, kept in this tab's sessionStorage
 // only. Nothing the API answers is inserted as HTML: elements are built and their text set.
 "use strict";
@@ -198,6 +199,8 @@ function route() {
   if (parts[0] === "compare") return comparePage(params, signal);
   if (parts[0] === "webhooks" && parts[1]) return webhookPage(decodeURIComponent(parts[1]), params, signal);
   if (parts[0] === "webhooks") return webhooksPage(signal);
+  if (parts[0] === "keys") return keysPage(params, signal);
+  if (parts[0] === "audit") return auditPage(params, signal);
   return jobsPage(params, signal);
 }
 
@@ -1108,11 +1111,13 @@ async function walletPage(params, signal) {
   const errors = errorSlot();
   show(el("h1", { textContent: "Wallet" }), errors);
   try {
-    const [wallet, ledger] = await Promise.all([
+    const [wallet, ledger, limits] = await Promise.all([
       api("GET", "/v1/train/wallet", { signal }),
       api("GET", `/v1/train/ledger${query({ page_size: 25, page_token: token })}`, { signal }),
+      api("GET", "/v1/train/limits", { signal }),
     ]);
     main().append(
+      limitsCard(limits),
       el("div", { className: "grid" },
         card("Balance", el("div", { id: "balance" }, facts([
           ["Balance", dollars(wallet.balance_micro_cents)],
@@ -1188,6 +1193,108 @@ async function webhooksPage(signal) {
       await load();
     } catch (err) {
       if (!signal.aborted) errors.report(err);
+// ---- limits, keys and the audit trail ---------------------------------------------------------
+
+// US cents (the unit of limits and keys' spend) as dollars; `none` for a cap that is not set.
+function cents(value) {
+  return value === undefined || value === null ? "none" : dollars(Number(value) * 1e6);
+}
+
+function used(usage, format = (v) => Number(v).toLocaleString()) {
+  const limit = usage.limit === null || usage.limit === undefined ? "no limit" : format(usage.limit);
+  return `${format(usage.used)} of ${limit}`;
+}
+
+function scope(key) {
+  return [
+    `projects: ${(key.projects || []).join(", ") || "all"}`,
+    `bases: ${(key.bases || []).join(", ") || "all"}`,
+    `spent ${cents(key.spend_this_month)} of ${cents(key.monthly_spend_cap)} this month`,
+  ].join("; ");
+}
+
+function limitsCard(limits) {
+  const key = limits.key || {};
+  return card("Limits", el("div", { id: "limits" }, facts([
+    ["Active jobs", used(limits.active_jobs)],
+    ["Training clients", used(limits.training_clients)],
+    ["Pending uploads", used(limits.pending_uploads, bytes)],
+    ["Spent this month", used(limits.spend_this_month, cents)],
+    ...(limits.project_spend || []).map((p) => [`Project ${p.project}`, used(p, cents)]),
+    ["This key", `${key.id} (${key.role}) — ${scope(key)}${key.expire_time ? `; expires ${when(key.expire_time)}` : ""}`],
+  ])));
+}
+
+async function keysPage(params, signal) {
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const errors = errorSlot();
+  const field = (label, input) => el("label", {}, el("span", { textContent: label }), input);
+  const role = el("select", { id: "key-role" }, ["member", "admin", "executor"].map((r) => el("option", { value: r, textContent: r })));
+  const label = el("input", { id: "key-label", placeholder: "who holds it (optional)" });
+  const projects = el("input", { id: "key-projects", placeholder: "all; or comma-separated" });
+  const bases = el("input", { id: "key-bases", placeholder: "all; or comma-separated" });
+  const cap = el("input", { id: "key-cap", type: "number", min: 0, placeholder: "none" });
+  const ttl = el("input", { id: "key-ttl", type: "number", min: 1, placeholder: "never" });
+  const made = el("div", { id: "key-made" });
+  const list = (text) => text.split(",").map((s) => s.trim()).filter(Boolean);
+  const form = el("form", { className: "form", id: "key-form" },
+    field("Role", role), field("Label", label), field("Projects", projects), field("Bases", bases),
+    field("Monthly spend cap (US cents)", cap), field("Expires after (seconds)", ttl),
+    el("div", { className: "toolbar" }, el("button", { className: "primary", type: "submit", textContent: "Create key" })));
+  const body = el("tbody");
+  const pager = el("div", { className: "pager" });
+  // A secret is shown once, in the answer that made it; the page never keeps it.
+  const showSecret = (key, what) => made.replaceChildren(el("div", { className: "secret", attrs: { role: "status" } },
+    el("p", { textContent: `${what} ${key.id}. Copy its secret now: it is not shown again.` }),
+    el("code", { className: "mono", id: "key-secret", textContent: key.secret })));
+  show(el("h1", { textContent: "Keys" }), errors, made,
+    el("div", { className: "grid" }, card("New key", form),
+      card("", el("p", { className: "note", textContent: "A key acts in this org only, with its role. One limited to projects sees and acts on their jobs only; one limited to bases trains those only; a monthly spend cap bounds what its jobs are charged. Revoking refuses the key's very next call; rotating gives it a new secret and refuses the old one." }))),
+    el("section", { className: "card" }, el("table", { id: "keys" },
+      el("thead", {}, el("tr", {}, ["Key", "Status", "Role", "Label", "Limits", "Created", "Last used", ""].map((t) => el("th", { textContent: t })))),
+      body), pager));
+
+  const load = async () => {
+    const page = await api("GET", `/v1/train/keys${query({ page_size: PAGE, page_token: token })}`, { signal });
+    body.replaceChildren(...page.keys.map(keyRow));
+    if (!page.keys.length) body.append(el("tr", {}, el("td", { colSpan: 8, className: "note", textContent: "No keys." })));
+    fill(pager,
+      back.length ? el("a", { className: "button", textContent: "Newer", href: `#/keys${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+      page.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/keys${query({ page: page.next_page_token, back: [...back, token] })}` }) : null);
+  };
+  const act = async (key, verb) => {
+    const question = verb === "revoke" ? `Revoke ${key.label || key.id}? Its next call is refused.` : `Rotate ${key.label || key.id}? Its current secret stops working now.`;
+    if (!confirm(question)) return;
+    errors.report(null);
+    try {
+      const answer = await api("POST", `/v1/train/keys/${encodeURIComponent(key.id)}/${verb}`, { body: {}, signal });
+      if (verb === "rotate") showSecret(answer, "Rotated"); else made.replaceChildren();
+      await load();
+    } catch (err) {
+      errors.report(err);
+    }
+  };
+  const keyRow = (key) => el("tr", { attrs: { "data-key": key.id } },
+    el("td", { className: "mono", textContent: key.id }), el("td", {}, badge(key.status)),
+    el("td", { textContent: key.role }), el("td", { textContent: key.label || "" }),
+    el("td", { className: "note", textContent: `${scope(key)}${key.expire_time ? `; expires ${when(key.expire_time)}` : ""}` }),
+    el("td", { textContent: when(key.create_time) }), el("td", { textContent: when(key.last_used_time) || "never" }),
+    el("td", {}, key.status === "active" ? [
+      el("button", { type: "button", className: "revoke", textContent: "Revoke", onclick: () => act(key, "revoke") }), " ",
+      el("button", { type: "button", className: "rotate", textContent: "Rotate", onclick: () => act(key, "rotate") })] : ""));
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    errors.report(null);
+    const request = { role: role.value, label: label.value.trim(), projects: list(projects.value), bases: list(bases.value) };
+    if (cap.value !== "") request.monthly_spend_cap = Number(cap.value);
+    if (ttl.value !== "") request.ttl_seconds = Number(ttl.value);
+    try {
+      showSecret(await api("POST", "/v1/train/keys", { body: request, signal }), "Made");
+      form.reset();
+      await load();
+    } catch (err) {
+      errors.report(err);
     }
   };
   try {
@@ -1270,6 +1377,49 @@ async function webhookPage(id, params, signal) {
       errors.report(null);
       await pause(3000, signal);
     }
+// A datetime-local input's value, read as the browser's local time, as RFC 3339.
+function rfc3339(local) {
+  return local ? new Date(local).toISOString() : "";
+}
+
+async function auditPage(params, signal) {
+  const filters = { actor: params.get("actor") || "", action: params.get("action") || "",
+    start_time: params.get("start_time") || "", end_time: params.get("end_time") || "" };
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const errors = errorSlot();
+  const field = (label, input) => el("label", {}, el("span", { textContent: label }), input);
+  const actor = el("input", { id: "audit-actor", placeholder: "key_…", value: filters.actor });
+  const action = el("input", { id: "audit-action", placeholder: "training.job.* or an exact name", value: filters.action });
+  const since = el("input", { id: "audit-since", type: "datetime-local" });
+  const until = el("input", { id: "audit-until", type: "datetime-local" });
+  const form = el("form", { className: "toolbar filters", id: "audit-filters" },
+    field("Key", actor), field("Action", action), field("From", since), field("Before", until),
+    el("button", { type: "submit", textContent: "Filter" }));
+  form.onsubmit = (event) => {
+    event.preventDefault();
+    location.hash = `/audit${query({ actor: actor.value.trim(), action: action.value.trim(),
+      start_time: rfc3339(since.value) || filters.start_time, end_time: rfc3339(until.value) || filters.end_time })}`;
+  };
+  const body = el("tbody");
+  const pager = el("div", { className: "pager" });
+  show(el("h1", { textContent: "Audit trail" }), form, errors,
+    el("section", { className: "card" }, el("table", { id: "audit" },
+      el("thead", {}, el("tr", {}, ["When", "Action", "Subject", "Code", "Key", "Key's org", "Request"].map((t) => el("th", { textContent: t })))),
+      body), pager));
+  try {
+    const page = await api("GET", `/v1/train/audit${query({ ...filters, page_size: PAGE, page_token: token })}`, { signal });
+    body.replaceChildren(...page.entries.map((e) => el("tr", { attrs: { "data-entry": String(e.id) } },
+      el("td", { textContent: when(e.create_time) }), el("td", { className: "mono", textContent: e.action }),
+      el("td", { className: "mono", textContent: e.subject }), el("td", { textContent: e.code }),
+      el("td", {}, e.key_id ? el("a", { className: "mono", href: `#/audit${query({ actor: e.key_id })}`, textContent: e.key_id }) : "—",
+        e.key_role ? el("span", { className: "note", textContent: ` ${e.key_role}${e.key_label ? `, ${e.key_label}` : ""}` }) : null),
+      el("td", { textContent: e.key_org && e.key_org !== e.org ? e.key_org : "" }),
+      el("td", { className: "mono note", textContent: e.request_id }))));
+    if (!page.entries.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "Nothing on the trail matches." })));
+    fill(pager,
+      back.length ? el("a", { className: "button", textContent: "Newer", href: `#/audit${query({ ...filters, page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+      page.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/audit${query({ ...filters, page: page.next_page_token, back: [...back, token] })}` }) : null);
   } catch (err) {
     if (!signal.aborted) errors.report(err);
   }

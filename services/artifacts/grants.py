@@ -18,7 +18,7 @@ from services.artifacts import store
 from services.artifacts.crypto import OrgKeys
 from services.artifacts.objects import PART_SIZE, ObjectStore
 from services.artifacts.reads import ArtifactReads
-from services.core import audit, datasets, errors, lifecycle, retention
+from services.core import audit, datasets, errors, lifecycle, limits, retention
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.datasets import MAX_DATASET_BYTES
@@ -31,7 +31,7 @@ from services.core.tables import JobRow
 from trainyard.artifact.v1 import artifact_pb2
 
 MAX_SIZE = 64 * 1024**3
-PENDING_LIMIT_BYTES = 128 * 1024**3
+PENDING_LIMIT_BYTES = limits.PENDING_LIMIT_BYTES
 USER_KINDS, JOB_KINDS = store.USER_KINDS, store.JOB_KINDS
 CONTENT_TYPES = {"dataset": "application/jsonl", "snapshot": "application/jsonl"}
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

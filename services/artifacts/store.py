@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, ids
+from services.core import context, errors, ids, limits
 from services.core.object_tables import JobArtifactRow, ObjectRow, publishes, readable
 from services.core.states import ObjectStatus
 from services.core.store import Base, UtcDateTime, retrying
@@ -100,7 +100,7 @@ def owned_job(session: Session, org: str, job_id: str) -> JobRow:
     """The org's job; another org's, or anything that is not a job id, answers exactly as
     an unknown one."""
     row = session.get(JobRow, job_id) if ids.is_id(job_id, "job") else None
-    if row is None or row.org != org:
+    if row is None or row.org != org or not context.sees_project(row.project):
         raise errors.NotFound()
     return row
 
@@ -137,31 +137,38 @@ def visible_object(session: Session, org: str, sha256: str, now: dt.datetime) ->
     if not readable(session, row, now):
         raise errors.NotFound()
     assert row is not None
+    if not in_scope(session, row):
+        raise errors.NotFound()
     return row
 
 
+def in_scope(session: Session, row: ObjectRow) -> bool:
+    """Whether the request's key sees the object: a key limited to projects does not see
+    the outputs of another project's jobs (what the org uploaded has no project)."""
+    who = context.principal_var.get()
+    if not row.job_id or who is None or not who.projects:
+        return True
+    job = session.get(JobRow, row.job_id)
+    return job is None or who.sees_project(job.project)
+
+
 def stored_objects(session: Session, org: str, kind: str) -> Sequence[ObjectRow]:
-    """The org's stored objects (of `kind`, when given), newest first."""
+    """The org's stored objects (of `kind`, when given) that the request's key sees,
+    newest first."""
     where = [ObjectRow.org == org, ObjectRow.status == ObjectStatus.STORED]
     if kind:
         where.append(ObjectRow.kind == kind)
-    return session.scalars(
+    rows = session.scalars(
         sa.select(ObjectRow)
         .where(*where)
         .order_by(ObjectRow.create_time.desc(), ObjectRow.sha256.desc())
     ).all()
+    return [row for row in rows if in_scope(session, row)]
 
 
 def pending_bytes(session: Session, org: str, *, besides: str) -> int:
     """The bytes the org was granted and has not confirmed, but for the object `besides`."""
-    pending = session.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(ObjectRow.size), 0)).where(
-            ObjectRow.org == org,
-            ObjectRow.status == ObjectStatus.PENDING,
-            ObjectRow.sha256 != besides,
-        )
-    )
-    return int(pending or 0)
+    return limits.pending_bytes(session, org, besides=besides)
 
 
 def add_placeholder(

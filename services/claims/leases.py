@@ -263,6 +263,7 @@ class Leases:
                     offered=offer.devices.count(device) if task.world_size == 1 else 1,
                     halve=offer.platform,
                     now=now,
+                    key_id=job.key_id,
                 )
                 if isinstance(held, windows.Refusal):
                     if held.final:  # no later claim could hold it: stopped before it runs

@@ -253,6 +253,7 @@ class Reports:
                     job.frozen().resources,
                     now,
                     started,
+                    key_id=job.key_id,
                 )
                 task.held = min(hold.held_seconds, MAX_HELD)
             metrics: list[Metric] = []

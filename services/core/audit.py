@@ -1,4 +1,8 @@
-"""The durable audit trail: reserved event names, ids and codes, never a request body."""
+"""The durable audit trail: reserved event names, ids and codes, never a request body.
+
+Every row names the key whose call made it (`actor`, a key id) and the call's request id:
+a writer that names neither gets the current request's, so no row an RPC writes is
+anonymous; rows of the services' own loops (a sweep, a lease that lapsed) name none."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from services.core import context
 from services.core.store import Base, UtcDateTime, utcnow
 
 # The names the seeds reserve, and the ones later capabilities add.
@@ -43,13 +48,21 @@ NAMES = frozenset(
         "training.rate.set",
         "training.org.acted_in",
         "platform.key.created",
+        "training.key.created",
+        "training.key.revoked",
+        "training.key.rotated",
     }
 )
 
 
 class AuditEvent(Base):
     __tablename__ = "audit_events"
-    __table_args__ = (sa.Index("ix_audit_events_org_name", "org", "name"),)
+    __table_args__ = (
+        sa.Index("ix_audit_events_org_name", "org", "name"),
+        # The trail read newest first, and one key's part of it.
+        sa.Index("ix_audit_events_org_id", "org", "id"),
+        sa.Index("ix_audit_events_org_actor", "org", "actor"),
+    )
 
     id: Mapped[int] = mapped_column(
         sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
@@ -75,9 +88,13 @@ def record(
     request_id: str = "",
     **details: str | int | float | bool | None,
 ) -> None:
-    """Append one audit row in the caller's transaction. Details hold ids and codes only."""
+    """Append one audit row in the caller's transaction. Details hold ids and codes only.
+    `actor` and `request_id` default to the current request's key and id."""
     if name not in NAMES:
         raise ValueError("unreserved audit name")
+    if not actor and (who := context.principal_var.get()) is not None:
+        actor = who.key_id
+    request_id = request_id or context.request_id.get()
     session.add(
         AuditEvent(
             org=org,

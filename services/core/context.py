@@ -31,3 +31,12 @@ def request_id_of(sent: str | None) -> str:
     if sent and _REQUEST_ID.fullmatch(sent):
         return sent
     return uuid.uuid4().hex
+
+
+def sees_project(project: str) -> bool:
+    """Whether the current request's key may see the project's jobs: a key limited to
+    projects sees theirs only, and work done outside a request (the services' own loops)
+    sees every project. Every lookup of a job in an org's name asks this, so a job of
+    another project answers as an unknown one wherever it is named."""
+    current = principal_var.get()
+    return current is None or current.sees_project(project)

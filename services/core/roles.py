@@ -23,6 +23,8 @@ MACHINES = frozenset({"executor", "platform-machine", "platform"})
 INTERNAL = frozenset({"platform"})
 # Operations on the whole deployment rather than on one org's work.
 DEPLOYMENT = frozenset({"operator"})
+# An org's administrators, in their own org, and the operator in any: its keys and trail.
+ORG_ADMINS = frozenset({"admin", "operator"})
 # A method whose request carries its own credential (a download URL's sealed token): no
 # key is asked, and the method answers only what that credential names.
 TOKEN_HOLDERS = frozenset({"token holder"})
@@ -49,6 +51,16 @@ _TABLE: dict[str, dict[str, frozenset[str]]] = {
         "DeleteDataSource": ORG_USERS,
         # Every org's publications at once: the platform's own read (HIP-1333 §9).
         "ListPublished": INTERNAL,
+    },
+    "trainyard.org.v1.OrgService": {
+        "CreateKey": ORG_ADMINS,
+        "ListKeys": ORG_ADMINS,
+        "GetKey": ORG_ADMINS,
+        "RevokeKey": ORG_ADMINS,
+        "RotateKey": ORG_ADMINS,
+        # The trail names every key's work in the org: its admins read it, members do not.
+        "ListAuditEntries": ORG_ADMINS,
+        "GetLimits": ORG_USERS,
     },
     "trainyard.client.v1.ClientService": {
         # A client holds a model in engine memory every org shares, so only the operator

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 import inspect
 import logging
 import time
@@ -20,13 +21,12 @@ from prometheus_client import CollectorRegistry
 
 from services.core import audit, auth, context, errors, roles
 from services.core.metrics import RpcMetrics, outcome, split_method
-from services.core.store import Store
+from services.core.store import Store, utcnow
 
 log = logging.getLogger(__name__)
 
 # Methods anyone may call: health and reflection answer before any key exists.
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-_CACHE_SECONDS = 10.0
 
 
 # The HTTP status and body the gateway answers a REST client with (gateway/render.py).
@@ -41,22 +41,23 @@ class _Status(
 
 
 class Authenticator:
-    """Resolves keys against the store, caching a resolution for a few seconds."""
+    """Resolves keys against the store on every call: a key revoked, rotated or expired is
+    refused by the next call after its commit, in every process, as no resolution is kept
+    (one indexed read by `key_hash`; `bench/auth.py` measures it). Only refusals are
+    remembered (`auth.BadKeys`): a key refused stays refused."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._cache: dict[tuple[str, str], tuple[float, auth.Principal]] = {}
         # A key just refused is refused again without a lookup on the shared pool.
         self._bad = auth.BadKeys()
+        # The `last_used_time` writes under way, by key, held so none is collected
+        # unfinished and a key has one at a time.
+        self._marking: dict[str, asyncio.Task[None]] = {}
 
     async def principal(self, metadata: Mapping[str, str]) -> auth.Principal:
         key = auth.bearer(dict(metadata))
         acting = metadata.get("x-org-id") or None
         key_hash = auth.hash_key(key or "")
-        cache_key = (key_hash, acting or "")
-        hit = self._cache.get(cache_key)
-        if hit and hit[0] > time.monotonic():
-            return hit[1]
         if problem := self._bad.problem(key_hash):
             raise auth.refused(problem)
 
@@ -69,10 +70,25 @@ class Authenticator:
         except errors.Unauthenticated as refusal:
             self._bad.add(key_hash, refusal.metadata["problem"])
             raise
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[cache_key] = (time.monotonic() + _CACHE_SECONDS, found)
+        now = utcnow()
+        used = found.last_used_time
+        stale = used is None or used < now - auth.USED_EVERY
+        if stale and found.key_id not in self._marking and len(self._marking) < 64:
+            # Off the call's path: a busy store delays the note, never the call.
+            task = asyncio.create_task(self._mark_used(found.key_id, now))
+            self._marking[found.key_id] = task
+            task.add_done_callback(lambda _: self._marking.pop(found.key_id, None))
         return found
+
+    async def _mark_used(self, key_id: str, now: dt.datetime) -> None:
+        def write() -> None:
+            with self._store.unit() as session:
+                auth.mark_used(session, key_id, now)
+
+        try:
+            await asyncio.to_thread(write)
+        except Exception:
+            log.warning("cannot record a key's last use", exc_info=True)
 
     async def record_outside(self, principal: auth.Principal, method: str) -> None:
         """Put a call made in another org than the key's on the trail before it runs;

@@ -275,6 +275,10 @@ STOPS: Mapping[str, tuple[str, str]] = {
         "The wallet could not hold the job's next window; add credit, then retry the job.",
     ),
     "spend_cap": ("limit", "The job's next window would pass a monthly spend cap."),
+    "key_spend_cap": (
+        "limit",
+        "The job's next window would pass the monthly spend cap of the API key that created it.",
+    ),
     # HIP-1333 names these two; they never arise here (README, "Differences from the seeds"):
     # every org's wallet pays its jobs, and the balance is read in the job's own store.
     "no_payer": ("limit", "No wallet pays for the job."),

@@ -65,6 +65,8 @@ class JobRow(Base):
     attempt_count: Mapped[int] = mapped_column(sa.Integer(), default=1)
     event_seq: Mapped[int] = mapped_column(sa.BigInteger(), default=0)
     requested_by: Mapped[str] = mapped_column(sa.String(64), default="")
+    # The id of the API key that created it: the key's monthly spend bounds the job's.
+    key_id: Mapped[str] = mapped_column(sa.String(32), default="", server_default="", index=True)
     deleted: Mapped[bool] = mapped_column(sa.Boolean(), default=False)
     create_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
     update_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())

@@ -98,6 +98,7 @@ def _job(
     job.failure_message = row.failure_message
     job.attempt_count = row.attempt_count
     job.deleted = row.deleted
+    job.key_id = row.key_id
     job.create_time.CopyFrom(ts(row.create_time))
     job.update_time.CopyFrom(ts(row.update_time))
     _timing(row, attempt, job.timing)

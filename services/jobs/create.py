@@ -99,6 +99,12 @@ def parse(body: Mapping[str, Any] | None, typed: job_pb2.Job) -> job_pb2.Job:
     return typed
 
 
+def check_scope(principal: Principal, job: job_pb2.Job) -> None:
+    """A key limited to projects or bases makes jobs (and estimates) of those only."""
+    principal.check_project(job.project or spec.DEFAULT_PROJECT)
+    principal.check_base(job.base_model)
+
+
 def check_queue(session: Session, org: str, config: Config) -> None:
     """JOB_LIMIT when the org already has its most jobs that have not ended."""
     if store.open_jobs(session, org) >= config.queue_limit:
@@ -206,7 +212,9 @@ class JobCreation:
         projected active seconds admission checks, with the authorization margin, on that
         class (`authorization_ceiling`); and the class (`cpu` or `gpu`). Prices are 0 on
         the org's own machines (`002_…` pricing)."""
-        admission = self.admit(principal, parse(body, typed), report=True)
+        request = parse(body, typed)
+        check_scope(principal, request)
+        admission = self.admit(principal, request, report=True)
         with self._store.unit(write=False) as session:
             kinds = expected.device_kinds(session, principal.org, admission.job, self._catalog)
             device = expected.device_class(kinds, admission.job, admission.base)
@@ -245,6 +253,7 @@ class JobCreation:
         """The job, and whether this call made it (False: an idempotent replay)."""
         try:
             request = parse(body, typed)
+            check_scope(principal, request)
             admission = self.admit(principal, request)
             if not admission.admitted:
                 raise _duration_error(admission)
@@ -292,6 +301,7 @@ class JobCreation:
                         resources=job.resources,
                         meter_name=admission.meter,
                         now=utcnow(),
+                        key_id=principal.key_id,
                     )
                 number = store.next_number(session, org, job.project)
                 if not job.output.name:
@@ -314,6 +324,7 @@ class JobCreation:
                     key=key,
                     shape_sha256=shape,
                     now=utcnow(),
+                    key_id=principal.key_id,
                 )
                 lifecycle.append_event(
                     session,

@@ -52,7 +52,7 @@ class JobReads:
                     found = store.job_by_number(
                         session, principal.org, project or spec.DEFAULT_PROJECT, int(job_id)
                     )
-                if found is None:
+                if found is None or not principal.sees_project(found.project):
                     raise errors.NotFound()
                 row = found
             else:
@@ -73,11 +73,17 @@ class JobReads:
             if position
             else None
         )
-        org = principal.org
+        org, within = principal.org, principal.projects
         with self._store.unit(write=False) as session:
-            total = store.count_jobs(session, org, status=status, project=project)
+            total = store.count_jobs(session, org, status=status, project=project, within=within)
             rows = store.jobs_page(
-                session, org, status=status, project=project, after=after, limit=limit + 1
+                session,
+                org,
+                status=status,
+                project=project,
+                after=after,
+                limit=limit + 1,
+                within=within,
             )
             jobs = view.job_protos(session, rows[:limit], self._catalog)
             next_token = ""

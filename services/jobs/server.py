@@ -1,4 +1,5 @@
-"""Composition root of the JobService process."""
+"""Composition root of the JobService process, which serves OrgService (an org's keys,
+audit trail and limits) too."""
 
 from __future__ import annotations
 
@@ -19,18 +20,24 @@ from services.jobs import sources
 from services.jobs.control import JobControl
 from services.jobs.create import JobCreation
 from services.jobs.data_sources import DataSources, Sealer
+from services.jobs.org.keys import Keys
+from services.jobs.org.limits import OrgLimits
+from services.jobs.org.servicer import OrgServicer
+from services.jobs.org.trail import Trail
 from services.jobs.preparation import Preparation
 from services.jobs.publishing import Downloads, Publishing
 from services.jobs.reads import JobReads
 from services.jobs.service import JobService
 from services.jobs.servicer import JobServicer, keepalive
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
+from trainyard.org.v1 import org_service_pb2, org_service_pb2_grpc
 from trainyard.training.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
 FULL_NAME = job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name
-ROLES = roles.for_service(FULL_NAME)
+ORG = org_service_pb2.DESCRIPTOR.services_by_name["OrgService"].full_name
+ROLES = roles.for_services(FULL_NAME, ORG)
 IDLE_SECONDS = 0.5
 
 
@@ -83,11 +90,16 @@ def build_server(
             ),
             server,
         )
+        org_keys = Keys(store, tokens)
+        org_service_pb2_grpc.add_OrgServiceServicer_to_server(
+            OrgServicer(org_keys, Trail(store, tokens), OrgLimits(store, config, org_keys)), server
+        )
 
     built = build(
         config,
         name="jobs",
         full_name=FULL_NAME,
+        also_serves=(ORG,),
         register=register,
         roles=ROLES,
         store=store,

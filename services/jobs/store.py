@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core import errors, ids
+from services.core import context, errors, ids
 from services.core.object_tables import JobArtifactRow, ObjectRow, PublicationRow, readable
 from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
 from services.core.store import Base, UtcDateTime, utcnow
@@ -102,6 +102,7 @@ def add_job(
     key: str,
     shape_sha256: str,
     now: dt.datetime,
+    key_id: str = "",
 ) -> JobRow:
     """A new job in its first state, with its first attempt and, under a key, the key."""
     row = JobRow(
@@ -119,6 +120,7 @@ def add_job(
         event_seq=0,
         reads_sha256=reads_sha256,
         from_sha256=from_sha256,
+        key_id=key_id,
         create_time=now,
         update_time=now,
     )
@@ -156,7 +158,7 @@ def owned_job(session: Session, org: str, job_id: str, *, lock: bool = False) ->
     """The org's job; another org's answers exactly as an unknown one. `lock` holds the row
     until the unit ends, so a writer's events follow each other in order."""
     row = session.get(JobRow, job_id, with_for_update=lock) if ids.is_id(job_id, "job") else None
-    if row is None or row.org != org:
+    if row is None or row.org != org or not context.sees_project(row.project):
         raise errors.NotFound()
     return row
 
@@ -178,17 +180,24 @@ def job_by_id(session: Session, job_id: str, *, lock: bool = False) -> JobRow | 
 # -- lists --------------------------------------------------------------------------------
 
 
-def _job_filter(org: str, status: str, project: str) -> list[sa.ColumnElement[bool]]:
+def _job_filter(
+    org: str, status: str, project: str, within: Sequence[str]
+) -> list[sa.ColumnElement[bool]]:
+    """`within`: the projects a limited key sees (empty: every project)."""
     where = [JobRow.org == org]
     if status:
         where.append(JobRow.status == status)
     if project:
         where.append(JobRow.project == project)
+    if within:
+        where.append(JobRow.project.in_(within))
     return where
 
 
-def count_jobs(session: Session, org: str, *, status: str, project: str) -> int:
-    where = _job_filter(org, status, project)
+def count_jobs(
+    session: Session, org: str, *, status: str, project: str, within: Sequence[str] = ()
+) -> int:
+    where = _job_filter(org, status, project, within)
     return session.scalar(sa.select(sa.func.count()).select_from(JobRow).where(*where)) or 0
 
 
@@ -200,9 +209,10 @@ def jobs_page(
     project: str,
     after: tuple[dt.datetime, str] | None,
     limit: int,
+    within: Sequence[str] = (),
 ) -> Sequence[JobRow]:
     """Newest first, from after `(create_time, id)` when given; `limit` rows at most."""
-    query = sa.select(JobRow).where(*_job_filter(org, status, project))
+    query = sa.select(JobRow).where(*_job_filter(org, status, project, within))
     if after is not None:
         time, job_id = after
         query = query.where(

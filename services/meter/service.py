@@ -214,6 +214,8 @@ class MeterService:
         if token and position is None:
             raise errors.ValidationError("page_token", "is not a token this list issued")
         query = sa.select(EntryRow).where(EntryRow.org == principal.org)
+        if principal.projects:  # a key limited to projects sees their charges, and the org's
+            query = query.where(EntryRow.project.in_(("", *principal.projects)))
         if position:
             query = query.where(EntryRow.id < int(position["before"]))
         with self._store.unit(write=False) as session:

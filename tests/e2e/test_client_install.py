@@ -98,3 +98,18 @@ def test_the_help_lists_every_command(venv: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line}
     assert {"jobs", "models", "clients", "up", "admin", "status", "executor"} <= listed
+
+
+def test_an_org_admin_manages_its_keys_from_the_client_alone(
+    venv: Path, stack: StackProcess, tmp_path: Path
+) -> None:
+    """`admin keys` is the client's, over the API: no server extra needed."""
+    admin = stack.create_key(f"client-{os.urandom(3).hex()}", "admin")
+    trainyard = str(venv / "bin" / "trainyard")
+    base = (trainyard, "--url", stack.url, "--api-key", admin, "admin", "keys")
+    made = run(venv, *base, "create", "--role", "member", "--secret-only", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    listed = run(venv, *base, "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert " member " in listed.stdout and " admin " in listed.stdout
+    assert made.stdout.strip() not in listed.stdout

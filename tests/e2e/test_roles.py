@@ -33,9 +33,12 @@ INTERNAL = {
     "ListPublished",
 }
 DEPLOYMENT = {"SweepArtifacts", "SweepStorage", "SetRate", "CreditWallet"}
-# An org's administrators cap its spend and say where its webhooks send its events; the
-# operator may too.
-ORG_ADMIN = {"SetSpendCap", "CreateWebhook", "DeleteWebhook", "RedeliverWebhookDelivery"}
+# An org's administrators cap its spend, keep its keys, read its trail and say where its
+# webhooks send its events; the operator may too.
+ORG_ADMIN = {
+    "SetSpendCap", "CreateKey", "ListKeys", "GetKey", "RevokeKey", "RotateKey",
+    "ListAuditEntries", "CreateWebhook", "DeleteWebhook", "RedeliverWebhookDelivery",
+}  # fmt: skip
 
 
 def may_call(role: str, method: str) -> bool:
@@ -196,7 +199,7 @@ def answered_over_rest(answer: httpx.Response) -> bool:
 
 def test_the_walk_covers_every_service_and_the_claim_routes() -> None:
     walked = methods()
-    packages = {"job", "claim", "artifact", "meter", "client", "webhook"}
+    packages = {"job", "claim", "artifact", "meter", "client", "webhook", "org"}
     assert {m.service.split(".")[1] for m in walked} == packages
     routed = {"CreateJob", "ClaimTask", "SetRate", "CreateTrainingClient", "CreateWebhook"}
     assert {m.name for m in walked if m.verb} >= routed

@@ -79,6 +79,7 @@ class Clients:
                 "with_optimizer", "needs a saved state that holds the optimizer's"
             )
         base, adaptation, seed = requests.adaptation_of(request, self._catalog, adapter)
+        principal.check_base(base.name)  # a key limited to bases trains only those
         ad = json_format.MessageToDict(adaptation, preserving_proto_field_name=True)
         protect = json_format.MessageToDict(request.protect, preserving_proto_field_name=True)
 

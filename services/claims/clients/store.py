@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from services.core import ids
+from services.core import ids, limits
 from services.core.states import CLIENT_LIVE, OPERATION_PENDING, OperationStatus
 from services.core.tables import ClientRow, OperationRow
 
@@ -111,6 +111,8 @@ def live_on(session: Session, executor_ids: Sequence[str]) -> Sequence[ClientRow
 
 
 def live_count(session: Session, *, org: str = "", executor_id: str = "") -> int:
+    if org and not executor_id:
+        return limits.live_clients(session, org)
     query = sa.select(sa.func.count()).where(ClientRow.status.in_(CLIENT_LIVE))
     if org:
         query = query.where(ClientRow.org == org)

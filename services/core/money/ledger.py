@@ -12,8 +12,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from services.core.auth import ApiKey
 from services.core.money.rates import MICRO_CENTS_PER_CENT
 from services.core.money.tables import EntryRow, PostingRow, SpendCapRow, WalletRow
+from services.core.tables import JobRow
 
 FUNDING = "funding"
 REVENUE = {"compute": "revenue:compute", "storage": "revenue:storage", "client": "revenue:clients"}
@@ -111,6 +113,35 @@ def spent(session: Session, org: str, now: dt.datetime, *, project: str | None =
     if project is not None:
         query = query.where(EntryRow.project == project)
     return -int(session.scalar(query) or 0)
+
+
+def key_spent(session: Session, org: str, key_id: str, now: dt.datetime) -> int:
+    """What the jobs an API key created were charged this calendar month (UTC)."""
+    jobs = sa.select(JobRow.id).where(JobRow.org == org, JobRow.key_id == key_id)
+    total = session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(EntryRow.micro_cents), 0)).where(
+            EntryRow.org == org,
+            EntryRow.kind == "compute",
+            EntryRow.create_time >= month_start(now),
+            EntryRow.job_id.in_(jobs),
+        )
+    )
+    return -int(total or 0)
+
+
+def key_cap(session: Session, key_id: str) -> int | None:
+    """An API key's monthly cap in micro-cents; None when it has none."""
+    cents = session.scalar(sa.select(ApiKey.monthly_spend_cap).where(ApiKey.id == key_id))
+    return None if cents is None else int(cents) * MICRO_CENTS_PER_CENT
+
+
+def key_jobs(session: Session, key_id: str, job_ids: set[str]) -> set[str]:
+    """Which of `job_ids` the key created."""
+    if not job_ids or not key_id:
+        return set()
+    return set(
+        session.scalars(sa.select(JobRow.id).where(JobRow.id.in_(job_ids), JobRow.key_id == key_id))
+    )
 
 
 def project_cap(session: Session, org: str, project: str) -> int:

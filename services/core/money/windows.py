@@ -99,9 +99,11 @@ def weigh(
     project: str,
     now: dt.datetime,
     alone: bool = False,
+    key_id: str = "",
 ) -> str:
     """Why the payer cannot commit `amount` more, or "". `alone` weighs it with nothing
-    else committed, as a create does."""
+    else committed, as a create does. `key_id`: the API key whose job it is, weighed
+    against the key's own monthly cap (`key_spend_cap`) when it has one."""
     holds = [] if alone else live_holds(session, wallet.org)
     if amount > wallet.balance - committed(holds):
         return "insufficient_balance"
@@ -115,6 +117,15 @@ def weigh(
         mine = [h for h in holds if h.project == project]
         if ledger.spent(session, wallet.org, now, project=project) + committed(mine) + amount > cap:
             return "spend_cap"
+    key_cap = ledger.key_cap(session, key_id) if key_id else None
+    if key_cap is not None:
+        jobs = ledger.key_jobs(session, key_id, {h.job_id for h in holds if h.job_id})
+        theirs = [h for h in holds if h.job_id in jobs]
+        if (
+            ledger.key_spent(session, wallet.org, key_id, now) + committed(theirs) + amount
+            > key_cap
+        ):
+            return "key_spend_cap"
     return ""
 
 
@@ -169,9 +180,11 @@ def open_hold(
     offered: int,
     halve: bool,
     now: dt.datetime,
+    key_id: str = "",
 ) -> Grant | Refusal:
     """Hold a claimed task's first window on as many of the offered devices as its payer
-    holds (halving down to one when `halve`), or say why not."""
+    holds (halving down to one when `halve`), or say why not. `key_id`: the key that
+    created the job, whose monthly cap it is weighed against too."""
     rate = rates.rate(session, meter)[0] if charged else 0
     seconds, budget = bounds_left(session, job_id, resources)
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now) if charged else None
@@ -181,7 +194,7 @@ def open_hold(
         if not window:
             return Refusal(bound, final=True)
         refusal = (
-            weigh(session, wallet, cost(window, rate), project=project, now=now)
+            weigh(session, wallet, cost(window, rate), project=project, now=now, key_id=key_id)
             if wallet is not None
             else ""
         )
@@ -191,7 +204,15 @@ def open_hold(
             devices //= 2
             continue
         assert wallet is not None
-        alone = weigh(session, wallet, cost(window, rate), project=project, now=now, alone=True)
+        alone = weigh(
+            session,
+            wallet,
+            cost(window, rate),
+            project=project,
+            now=now,
+            alone=True,
+            key_id=key_id,
+        )
         return Refusal(refusal, final=bool(alone))
     session.add(
         HoldRow(
@@ -237,10 +258,12 @@ def meter(
     resources: job_pb2.Resources,
     now: dt.datetime,
     started: bool,
+    key_id: str = "",
 ) -> str:
     """Meter a task by the clock from when its attempt `started` training (until then
     nothing is used) and charge what that adds; ask for the next window when little is
-    left. The reason to stop the job, or "" while it may run."""
+    left. The reason to stop the job, or "" while it may run. `key_id`: the key that
+    created the job, whose monthly cap its next window is weighed against too."""
     used = 0
     if started:
         # Each second begun is charged whole, so an attempt that trained at all costs its
@@ -289,7 +312,7 @@ def meter(
     window, refusal = clip(policy.window * hold.devices, hold.rate, seconds, budget)
     if window and wallet is not None:
         extra = cost(hold.held_seconds + window, hold.rate) - cost(hold.held_seconds, hold.rate)
-        refusal = weigh(session, wallet, extra, project=hold.project, now=now)
+        refusal = weigh(session, wallet, extra, project=hold.project, now=now, key_id=key_id)
     if window and not refusal:
         hold.held_seconds += window
         hold.refusal = ""
@@ -310,14 +333,22 @@ def admit(
     resources: job_pb2.Resources,
     meter_name: str,
     now: dt.datetime,
+    key_id: str = "",
 ) -> None:
     """Refuse a job the platform runs whose payer cannot hold one device's first window
-    on its own (HIP-1333 §10 Create), with the money wire's reasons."""
+    on its own (HIP-1333 §10 Create), with the money wire's reasons; nor one whose key's
+    jobs were charged so much this month that the window would pass the key's cap."""
     rate = rates.rate(session, meter_name)[0]
     window, _ = clip(policy.window, rate, *_bounds_of(resources))
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now)
     refusal = weigh(
-        session, wallet, cost(max(window, 1), rate), project=project, now=now, alone=True
+        session,
+        wallet,
+        cost(max(window, 1), rate),
+        project=project,
+        now=now,
+        alone=True,
+        key_id=key_id,
     )
     refuse(refusal, "the job's first window")
 
@@ -333,6 +364,12 @@ def refuse(refusal: str, what: str) -> None:
         raise errors.FailedPrecondition(
             f"{what[0].upper()}{what[1:]} would pass a monthly spend cap.",
             reason="SPEND_CAP_EXCEEDED",
+        )
+    if refusal == "key_spend_cap":
+        raise errors.FailedPrecondition(
+            f"{what[0].upper()}{what[1:]} would pass this API key's monthly spend cap.",
+            reason="SPEND_CAP_EXCEEDED",
+            metadata={"scope": "key"},
         )
 
 
