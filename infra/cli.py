@@ -44,12 +44,58 @@ def status() -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        report = board.gather(config.home, config.run_dir, config.bind_host)
+        report = board.gather(config.home, config.run_dir, config.bind_host, config.database_url)
     except board.NoStack:
         click.echo(f"no stack is running under {config.home}; `make up` starts one")
         sys.exit(1)
     board.render(report, Console())
     sys.exit(0 if report.ok else 1)
+
+
+@click.command()
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for it to end.")
+def restart(timeout: float) -> None:
+    """Restart the stack's service processes one at a time onto the code installed now
+    (a rolling restart): each is healthy again before the next stops, and running jobs go
+    on. The object store, Envoy and the executor keep running."""
+    import json
+    import os
+    import signal
+    import time
+
+    from infra import status as board
+
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        before = board.read_info(config.run_dir)
+    except board.NoStack:
+        click.echo(f"no stack is running under {config.home}; `make up` starts one")
+        sys.exit(1)
+    generation = int(before.get("roll", {}).get("generation", 0))
+    os.kill(int(before["supervisor_pid"]), signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = board.read_info(config.run_dir)
+        except (board.NoStack, json.JSONDecodeError):
+            raise click.ClickException("the stack stopped during the restart") from None
+        roll = info.get("roll", {})
+        if int(roll.get("generation", 0)) > generation and roll.get("finished"):
+            if roll.get("failed"):
+                raise click.ClickException(
+                    f"{roll['failed']} did not come back; the supervisor keeps starting it "
+                    "(`trainyard status` shows it, the stack's log says why)"
+                )
+            for name, pid in info["pids"].items():
+                if pid != before["pids"].get(name):
+                    click.echo(f"{name} restarted (pid {pid})")
+            click.echo("rolling restart finished")
+            return
+        time.sleep(0.2)
+    raise click.ClickException(f"the rolling restart did not finish within {timeout:.0f}s")
 
 
 @click.group()
