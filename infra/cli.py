@@ -4,6 +4,7 @@ point."""
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import sys
 from pathlib import Path
@@ -96,6 +97,76 @@ def restart(timeout: float) -> None:
             return
         time.sleep(0.2)
     raise click.ClickException(f"the rolling restart did not finish within {timeout:.0f}s")
+
+
+@click.command()
+@click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
+def backup(archive: Path) -> None:
+    """Write one consistent archive of the deployment to ARCHIVE while the stack runs:
+    every row of its store, read in one snapshot, and every stored object, still
+    encrypted, with a manifest of hashes. Restore it with `trainyard restore`."""
+    from infra import backup as archives
+    from infra import status as board
+
+    private()  # the archive is the deployment's data
+    config = Config.from_env()
+    _stack_store(config).dispose()
+    try:
+        info = board.read_info(config.run_dir)
+    except board.NoStack:
+        info = None
+    if archive.exists():
+        raise click.UsageError("ARCHIVE exists already; name a new file")
+    try:
+        done = archives.backup(archives.with_object_store(config, info), archive, click.echo)
+    except archives.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"backup written: {done.path} ({done.rows} rows at schema {done.revision}, "
+        f"{done.objects} objects, {done.bytes} bytes)"
+    )
+
+
+@click.command()
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--master-key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The deployment's master key (its home's master.key); copied into the new home.",
+)
+def restore(archive: Path, master_key_file: Path | None) -> None:
+    """Restore a `trainyard backup` archive into a new home (TRAINYARD_HOME, and
+    TRAINYARD_DATABASE_URL when the store is PostgreSQL). The whole archive is checked
+    first: a corrupt or cut-short one is refused and nothing is written. Then start the
+    stack there with `make up`."""
+    from infra import backup as archives
+    from infra import status as board
+    from services.core import keys
+
+    private()
+    config = Config.from_env()
+    with contextlib.suppress(board.NoStack):
+        board.read_info(config.run_dir)
+        raise click.UsageError("a stack runs under this home: restore into a new home")
+    if master_key_file is not None:
+        master = keys.master_key(master_key_file)
+    elif config.master_key_hex or config.master_key_path.exists():
+        master = config.master_key()
+    else:
+        raise click.UsageError(
+            "a restore needs the deployment's master key: --master-key-file (its home's "
+            "master.key) or TRAINYARD_MASTER_KEY"
+        )
+    try:
+        done = archives.restore(config, archive, master, click.echo)
+    except archives.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    if master_key_file is not None and not config.master_key_hex:
+        keys.write_master_key(config.master_key_path, master)
+    click.echo(
+        f"restored into {config.home}: {done.rows} rows, {done.objects} objects; "
+        "`make up` (or `trainyard up`) starts the stack there"
+    )
 
 
 @click.group()
