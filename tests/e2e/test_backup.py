@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from bench.stack import postgres_schema
 from tests.conftest import PG_URL
 from tests.e2e.test_artifacts_rest import ROWS, upload
