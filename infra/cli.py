@@ -5,6 +5,7 @@ point."""
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import sys
 from pathlib import Path
@@ -45,12 +46,128 @@ def status() -> None:
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        report = board.gather(config.home, config.run_dir, config.bind_host)
+        report = board.gather(config.home, config.run_dir, config.bind_host, config.database_url)
     except board.NoStack:
         click.echo(f"no stack is running under {config.home}; `make up` starts one")
         sys.exit(1)
     board.render(report, Console())
     sys.exit(0 if report.ok else 1)
+
+
+@click.command()
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for it to end.")
+def restart(timeout: float) -> None:
+    """Restart the stack's service processes one at a time onto the code installed now
+    (a rolling restart): each is healthy again before the next stops, and running jobs go
+    on. The object store, Envoy and the executor keep running."""
+    import json
+    import os
+    import signal
+    import time
+
+    from infra import status as board
+
+    try:
+        config = Config.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        before = board.read_info(config.run_dir)
+    except board.NoStack:
+        click.echo(f"no stack is running under {config.home}; `make up` starts one")
+        sys.exit(1)
+    generation = int(before.get("roll", {}).get("generation", 0))
+    os.kill(int(before["supervisor_pid"]), signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = board.read_info(config.run_dir)
+        except (board.NoStack, json.JSONDecodeError):
+            raise click.ClickException("the stack stopped during the restart") from None
+        roll = info.get("roll", {})
+        if int(roll.get("generation", 0)) > generation and roll.get("finished"):
+            if roll.get("failed"):
+                raise click.ClickException(
+                    f"{roll['failed']} did not come back; the supervisor keeps starting it "
+                    "(`trainyard status` shows it, the stack's log says why)"
+                )
+            for name, pid in info["pids"].items():
+                if pid != before["pids"].get(name):
+                    click.echo(f"{name} restarted (pid {pid})")
+            click.echo("rolling restart finished")
+            return
+        time.sleep(0.2)
+    raise click.ClickException(f"the rolling restart did not finish within {timeout:.0f}s")
+
+
+@click.command()
+@click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
+def backup(archive: Path) -> None:
+    """Write one consistent archive of the deployment to ARCHIVE while the stack runs:
+    every row of its store, read in one snapshot, and every stored object, still
+    encrypted, with a manifest of hashes. Restore it with `trainyard restore`."""
+    from infra import backup as archives
+    from infra import status as board
+
+    private()  # the archive is the deployment's data
+    config = Config.from_env()
+    _stack_store(config).dispose()
+    try:
+        info = board.read_info(config.run_dir)
+    except board.NoStack:
+        info = None
+    if archive.exists():
+        raise click.UsageError("ARCHIVE exists already; name a new file")
+    try:
+        done = archives.backup(archives.with_object_store(config, info), archive, click.echo)
+    except archives.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"backup written: {done.path} ({done.rows} rows at schema {done.revision}, "
+        f"{done.objects} objects, {done.bytes} bytes)"
+    )
+
+
+@click.command()
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--master-key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The deployment's master key (its home's master.key); copied into the new home.",
+)
+def restore(archive: Path, master_key_file: Path | None) -> None:
+    """Restore a `trainyard backup` archive into a new home (TRAINYARD_HOME, and
+    TRAINYARD_DATABASE_URL when the store is PostgreSQL). The whole archive is checked
+    first: a corrupt or cut-short one is refused and nothing is written. Then start the
+    stack there with `make up`."""
+    from infra import backup as archives
+    from infra import status as board
+    from services.core import keys
+
+    private()
+    config = Config.from_env()
+    with contextlib.suppress(board.NoStack):
+        board.read_info(config.run_dir)
+        raise click.UsageError("a stack runs under this home: restore into a new home")
+    if master_key_file is not None:
+        master = keys.master_key(master_key_file)
+    elif config.master_key_hex or config.master_key_path.exists():
+        master = config.master_key()
+    else:
+        raise click.UsageError(
+            "a restore needs the deployment's master key: --master-key-file (its home's "
+            "master.key) or TRAINYARD_MASTER_KEY"
+        )
+    try:
+        done = archives.restore(config, archive, master, click.echo)
+    except archives.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    if master_key_file is not None and not config.master_key_hex:
+        keys.write_master_key(config.master_key_path, master)
+    click.echo(
+        f"restored into {config.home}: {done.rows} rows, {done.objects} objects; "
+        "`make up` (or `trainyard up`) starts the stack there"
+    )
 
 
 # "\b" keeps click from rewrapping the table, so each role stays on its own line.

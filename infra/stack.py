@@ -145,6 +145,16 @@ class Endpoints:
     admin_socket: str = ""
 
 
+@dataclasses.dataclass
+class Roll:
+    """The latest rolling restart: its number, whether it finished, and the part that did
+    not come back, if one did not."""
+
+    generation: int = 0
+    finished: bool = True
+    failed: str = ""
+
+
 class Stack:
     """The processes of one Trainyard deployment on this machine."""
 
@@ -167,6 +177,11 @@ class Stack:
         self.executor_key_path = config.home / "executor.key"
         # How often the supervisor started each part again.
         self.restarts: dict[str, int] = {}
+        # Set by SIGHUP (`trainyard restart`): restart the services one at a time.
+        self.roll_requested = threading.Event()
+        # Rolling restarts begun, whether the last one finished, and the part it stopped
+        # at if one did not come back (`stack.json`'s `roll`).
+        self.roll = Roll()
         self._metrics_ports: dict[str, int] = {}
 
     # -- start ---------------------------------------------------------------------------
@@ -182,6 +197,9 @@ class Stack:
         cfg = self.config
         cfg.home.mkdir(parents=True, exist_ok=True)
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
+        running = _supervisor_of(cfg.run_dir)
+        if running:
+            raise StackError(f"a stack already runs under this home (supervisor pid {running})")
         # A home an older version made (or another umask) is taken back from other users.
         url = sa.engine.make_url(cfg.database_url)
         sqlite = url.database if url.get_backend_name() == "sqlite" else None
@@ -297,6 +315,7 @@ class Stack:
             "pids": {c.name: c.pid for c in self.children},
             "restarts": {c.name: self.restarts.get(c.name, 0) for c in self.children},
             "supervisor_pid": os.getpid(),
+            "roll": dataclasses.asdict(self.roll),
         }
         tmp = self.config.run_dir / "stack.json.tmp"
         tmp.write_text(json.dumps(info, indent=2))
@@ -455,7 +474,8 @@ class Stack:
 
     def stop(self) -> None:
         """Stop everything in reverse order of start."""
-        (self.config.run_dir / "stack.json").unlink(missing_ok=True)
+        if self.endpoints is not None:  # written by this supervisor, not another's
+            (self.config.run_dir / "stack.json").unlink(missing_ok=True)
         while self.children:
             child = self.children.pop()
             if self.objectstore and child is self.objectstore.child:
@@ -473,6 +493,7 @@ class Stack:
         stopping = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stopping.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.roll_requested.set())
         try:
             ends = self.start()
         except StackError as exc:
@@ -499,6 +520,9 @@ class Stack:
         history = {child.name: Restarts(self.policy, now) for child in self.children}
         due: dict[str, float] = {}  # exited parts: when each starts again
         while not stopping.wait(TICK):
+            if self.roll_requested.is_set():
+                self.roll_requested.clear()
+                self.rolling_restart(stopping)
             for child in self.children:
                 if child.alive or child.name in due:
                     continue
@@ -540,6 +564,59 @@ class Stack:
                 self._write_info()
                 self.out.line("trainyard", f"{child.name} restarted (pid {started.pid})")
         return 0
+
+    def rolling_restart(self, stopping: threading.Event) -> None:
+        """Stop and start each service process in turn, in start order, each healthy
+        before the next stops, so the processes take up the code on disk now. The object
+        store, Envoy and the executor keep running: a job's lease lives in the store and
+        its executor's stream reconnects to the new claims process, so a running job goes
+        on. With one replica a service answers 503 for the second it takes to come back
+        (Envoy sends a call that finds no replica to another when there is one)."""
+        self.roll = Roll(self.roll.generation + 1, finished=False)
+        self._write_info()
+        self.out.line("trainyard", "rolling restart: one service process at a time")
+        services = {
+            n
+            for ports in (self.endpoints.replicas if self.endpoints else {}).values()
+            for n in ports
+        }
+        for index, child in enumerate(self.children):
+            if child.name not in services or stopping.is_set():
+                continue
+            child.stop(grace=10.0)
+            child.kill()  # what it left in its process group, so its ports are free
+            try:
+                started = self._restart(index)
+            except StackError as exc:
+                # The supervisor's loop starts it again, backing off, as after a crash.
+                self.children[index].kill()
+                self.roll.failed = child.name
+                self.out.line(
+                    "trainyard", f"rolling restart: {child.name} did not come back: {exc}"
+                )
+                break
+            self.out.line(
+                "trainyard", f"rolling restart: {child.name} restarted (pid {started.pid})"
+            )
+            self._write_info()
+        self.roll.finished = True
+        self._write_info()
+        self.out.line("trainyard", "rolling restart finished")
+
+
+def _supervisor_of(run_dir: Path) -> int | None:
+    """The pid of a live supervisor whose `stack.json` the run directory holds."""
+    try:
+        pid = int(json.loads((run_dir / "stack.json").read_text()).get("supervisor_pid", 0))
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return pid if pid and pid != os.getpid() else None
 
 
 def http_env(env: dict[str, str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import httpx
+import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -26,6 +27,7 @@ from rich.table import Table
 
 from gateway.render import HTTP_SERVICES
 from services.core.states import JobStatus
+from services.core.store import create_engine, head_revision, schema_revision
 
 TIMEOUT = 2.0
 # Jobs waiting for an executor (a preparing job has its dataset snapshotted, or waits for
@@ -59,6 +61,9 @@ class Report:
     run_dir: Path
     info: dict[str, Any]
     parts: list[Part]
+    # The store's schema revision (None: unreadable) and the newest this code ships.
+    schema: str | None = None
+    head: str = ""
 
     def part(self, name: str) -> Part | None:
         return next((p for p in self.parts if p.name == name), None)
@@ -85,6 +90,27 @@ class Report:
     @property
     def ok(self) -> bool:
         return all(part.ok for part in self.parts)
+
+
+def build_of(samples: list[Sample] | None) -> str:
+    """The version and build a part's metrics name; `-` for a part that serves none."""
+    for s in samples or ():
+        if s.name == "trainyard_build_info":
+            return f"{s.labels.get('version', '?')}+{s.labels.get('build', '?')}"
+    return "-"
+
+
+def schema_of(database_url: str) -> str | None:
+    """The store's schema revision, read without writing; None when it cannot be read."""
+    try:
+        engine = create_engine(database_url)
+        try:
+            with engine.connect() as conn:
+                return schema_revision(conn)
+        finally:
+            engine.dispose()
+    except sa.exc.SQLAlchemyError:
+        return None
 
 
 def value(samples: Iterable[Sample], name: str, **labels: str) -> float:
@@ -175,7 +201,9 @@ def _health(
     return "-", True
 
 
-def gather(home: Path, run_dir: Path, bind_host: str = "127.0.0.1") -> Report:
+def gather(
+    home: Path, run_dir: Path, bind_host: str = "127.0.0.1", database_url: str = ""
+) -> Report:
     info = read_info(run_dir)
     metrics: dict[str, str] = info.get("metrics", {})
     parts = []
@@ -185,7 +213,8 @@ def gather(home: Path, run_dir: Path, bind_host: str = "127.0.0.1") -> Report:
         health, healthy = _health(name, info, bind_host, samples) if up else ("-", False)
         restarts = int(info.get("restarts", {}).get(name, 0))
         parts.append(Part(name, int(pid), up, health, healthy, restarts, samples))
-    return Report(home, run_dir, info, parts)
+    schema = schema_of(database_url) if database_url else None
+    return Report(home, run_dir, info, parts, schema, head_revision())
 
 
 def _count(n: int | None) -> str:
@@ -199,7 +228,7 @@ def render(report: Report, console: Console) -> None:
         f"gateway {info.get('gateway_url', '?')}, supervisor pid {info.get('supervisor_pid', '?')}"
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("process", "pid", "up", "health", "restarts", "metrics"):
+    for column in ("process", "pid", "up", "health", "restarts", "metrics", "version"):
         table.add_column(column, justify="right" if column in ("pid", "restarts") else "left")
     for part in report.parts:
         style = None if part.ok else "red"
@@ -210,9 +239,12 @@ def render(report: Report, console: Console) -> None:
             part.health,
             str(part.restarts),
             "ok" if part.samples is not None else "no answer",
+            build_of(part.samples),
             style=style,
         )
     console.print(table)
+    behind = "" if report.schema == report.head else f" (this code's newest is {report.head})"
+    console.print(f"schema {report.schema or 'unreadable'}{behind}")
     waiting, working = report.jobs(WAITING), report.jobs(WORKING)
     queued, preparing = report.jobs([JobStatus.QUEUED]), report.jobs([JobStatus.PREPARING])
     console.print(

@@ -8,12 +8,18 @@ true, and takes any other only if that one was taken meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from trainyard import build
 
 LOOPBACK = "127.0.0.1"
 
@@ -26,10 +32,31 @@ def metrics_port_file(run_dir: Path, name: str) -> Path:
     return run_dir / f"{name}.metrics.port"
 
 
+class BuildInfo(Collector):
+    """`trainyard_build_info{version, build}` 1: the code this process runs, read when it
+    starts serving (files changed on disk later are another build's)."""
+
+    def __init__(self) -> None:
+        self.labels = [build.version(), build.build_id()]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "trainyard_build_info",
+            "The code this process runs: the package version and the build (a digest of its "
+            "source files).",
+            labels=["version", "build"],
+        )
+        family.add_metric(self.labels, 1)
+        yield family
+
+
 class Exporter:
-    """A registry served on loopback, on a thread, until `close`."""
+    """A registry served on loopback, on a thread, until `close`, with the process's build
+    info beside what the registry holds."""
 
     def __init__(self, registry: CollectorRegistry, port: int = 0) -> None:
+        with contextlib.suppress(ValueError):  # served before: it holds the info already
+            registry.register(BuildInfo())
         self._server: WSGIServer
         self._thread: threading.Thread
         try:

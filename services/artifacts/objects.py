@@ -217,5 +217,13 @@ class ObjectStore:
         encrypted = head.get("SSECustomerAlgorithm") == SSE_ALGORITHM
         return ReadBack(digest.hexdigest(), size, encrypted, b"".join(kept) if keep else None)
 
+    def upload(self, org: str, sha256: str, key: bytes, source: Any) -> None:
+        """Store the bytes a file-like `source` reads under the object's SSE-C key
+        (multipart past a part's size), as a restore does; a grant's upload goes straight
+        from the client instead."""
+        self._s3.upload_fileobj(
+            source, self.bucket, self.key(org, sha256), ExtraArgs=self._sse(key)
+        )
+
     def delete(self, org: str, sha256: str) -> None:
         self._s3.delete_object(Bucket=self.bucket, Key=self.key(org, sha256))

@@ -6,6 +6,7 @@ import logging
 
 import grpc
 
+from services.artifacts.backup import ObjectCopier
 from services.artifacts.crypto import KeyWrap, OrgKeys
 from services.artifacts.deletion import Deletion
 from services.artifacts.downloads import DownloadTokens
@@ -84,3 +85,9 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
     built.every(config.sweep_interval_seconds, sweep, "retention sweep")  # hourly by default
     built.metrics.registry.register(StoredBytes(built.store))
     return built
+
+
+def object_copier(config: Config) -> ObjectCopier:
+    """The operator's way to the deployment's objects (`trainyard backup` and `restore`):
+    each read out sealed under its own key, and written back in."""
+    return ObjectCopier(config)

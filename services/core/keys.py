@@ -40,3 +40,15 @@ def master_key(path: Path, env_value: str = "") -> bytes:
 
 def derive(master: bytes, purpose: str) -> bytes:
     return hmac.new(master, purpose.encode(), hashlib.sha256).digest()
+
+
+def write_master_key(path: Path, key: bytes) -> None:
+    """Keep `key` as the home's master key (mode 0600); a home already holding one keeps
+    its own, so a restore never replaces the key a home's data is under."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write(key.hex())

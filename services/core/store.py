@@ -223,10 +223,33 @@ def _migration_lock(engine: Engine) -> Iterator[sa.Connection]:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest revision; safe to call from every process."""
+def alembic_config() -> AlembicConfig:
+    """Alembic's configuration for the store's migrations; set `attributes["connection"]`
+    before running a command."""
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
+    return cfg
+
+
+def schema_revision(conn: sa.Connection) -> str | None:
+    """The revision the store's schema is at; None before the first migration."""
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def head_revision() -> str:
+    """The newest revision this code ships."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(_MIGRATIONS)).get_current_head()
+    assert head is not None
+    return head
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision; safe to call from every process."""
+    cfg = alembic_config()
     with _migration_lock(engine) as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

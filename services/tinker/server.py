@@ -115,7 +115,9 @@ async def serve(config: Config) -> None:
         publish_port(metrics_port_file(config.run_dir, instance), exporter.port)
     runner = web.AppRunner(build_app(wire_), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, config.bind_host, config.port_for("tinker"), reuse_address=False)
+    # SO_REUSEADDR: a restarted wire binds its port again while the old one's connections
+    # sit in TIME_WAIT (on Linux it never lets two processes listen on one port).
+    site = web.TCPSite(runner, config.bind_host, config.port_for("tinker"), reuse_address=True)
     await site.start()
     server = site._server
     assert server is not None and server.sockets  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from services.claims.store import ExecutorRow
-from services.core.store import open_store
+from services.core.store import head_revision, open_store
 from tests.support import StackProcess, alive, bearer, reason, wait_for_job
 
 JOB = {
@@ -115,6 +115,47 @@ def test_a_job_succeeds_through_the_object_store_killed_mid_training(
     before = stack.info()["s3_endpoint"]
     train_through_a_kill(stack, "seaweedfs")
     assert stack.info()["s3_endpoint"] == before
+
+
+def test_a_running_job_goes_on_through_a_rolling_restart_of_every_service(
+    stack: StackProcess,
+) -> None:
+    """`trainyard restart` as an upgrade runs it: each service process stopped and started
+    again onto the installed code, one at a time, while a job trains; the job ends as if
+    nothing happened, and `trainyard status` names each process's version and the
+    schema's."""
+    client = httpx.Client(
+        base_url=stack.url, headers=bearer(stack.create_key("acme", "member")), timeout=30
+    )
+    created = client.post("/v1/train/jobs", json={**JOB, "hyperparameters": {"max_steps": 30}})
+    assert created.status_code == 200, created.text
+    job_id = created.json()["id"]
+    training = wait_for_job(client, job_id, lambda j: j.get("progress", {}).get("step", 0) >= 1)
+    assert training["status"] == "running", training
+    before = stack.info()["pids"]
+    services = [n for ports in stack.info()["replicas"].values() for n in ports]
+    rolled = stack.cli("restart")
+    assert rolled.stdout.splitlines()[-1] == "rolling restart finished", rolled.stdout
+    after = stack.info()["pids"]
+    for name in services:
+        assert after[name] != before[name] and not alive(before[name]), name
+        assert f"{name} restarted (pid {after[name]})" in rolled.stdout
+    for kept in ("seaweedfs", "envoy", "executor"):
+        assert after[kept] == before[kept], kept
+    done = wait_for_job(client, job_id, lambda j: j["status"] in ("succeeded", "failed"))
+    assert (done["status"], done["failure_code"]) == ("succeeded", ""), done
+    assert done["attempt_count"] == 1 and loss_steps(client, job_id) == list(range(1, 31))
+    client.close()
+
+    shown = stack.cli("status").stdout
+    rows = {line.split()[0]: line.split() for line in shown.splitlines() if line.split()}
+    # Every process runs the checkout's code, so one build; a restart onto edited files
+    # would show the services on another build than the executor.
+    builds = {rows[name][6] for name in [*services, "executor"]}
+    assert len(builds) == 1 and next(iter(builds)).startswith("0.1.0+"), shown
+    assert rows["envoy"][6] == "-"
+    (schema,) = [line for line in shown.splitlines() if line.startswith("schema ")]
+    assert schema == f"schema {head_revision()}", shown
 
 
 def test_a_part_that_keeps_exiting_stops_the_stack_and_says_which(tmp_path) -> None:  # type: ignore[no-untyped-def]
