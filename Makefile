@@ -50,9 +50,20 @@ $(WRK):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
 
+# TLS=self-signed serves the gateway over TLS from a pair made in the home; TLS_CERT and
+# TLS_KEY name the operator's own (TLS_CA the CAs clients verify it with, TLS_CLIENT_CA the
+# ones whose client certificates executors must show). Plain HTTP without them.
+TLS ?=
+TLS_ENV := $(if $(filter self-signed,$(TLS)),TRAINYARD_TLS_SELF_SIGNED=1) \
+  $(if $(TLS_CERT),TRAINYARD_TLS_CERT=$(TLS_CERT) TRAINYARD_TLS_KEY=$(TLS_KEY)) \
+  $(if $(TLS_CA),TRAINYARD_TLS_CA=$(TLS_CA)) $(if $(TLS_CLIENT_CA),TRAINYARD_TLS_CLIENT_CA=$(TLS_CLIENT_CA))
+
 up: $(STAMP) $(NODE)
+ifneq ($(filter-out self-signed,$(TLS)),)
+	$(error TLS may be self-signed, or unset; TLS_CERT and TLS_KEY name a pair of your own)
+endif
 	@echo "make: starting the stack (trainyard up); Ctrl-C stops it"
-	$(BIN)/trainyard up
+	$(TLS_ENV) $(BIN)/trainyard up
 
 # Unit and integration modules run on TEST_WORKERS workers (pytest-xdist), a module on one
 # of them, each worker on its own ports and homes. The end-to-end tests run one at a time:

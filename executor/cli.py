@@ -3,6 +3,7 @@ a built-in base to disk. The `trainyard` command finds them by entry point."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -11,8 +12,9 @@ import sys
 from pathlib import Path
 
 import click
+import grpc
 
-from executor.agent.agent import Agent
+from executor.agent.agent import Agent, refusal
 from executor.agent.config import AgentConfig
 from executor.agent.disk import GiB, base_bytes
 from trainyard import logs
@@ -79,6 +81,19 @@ from trainyard.training.catalog import Catalog
     show_default=True,
     help="Free space a task needs beyond its base's size, else it is refused.",
 )
+@click.option(
+    "--client-cert",
+    envvar="TRAINYARD_CLIENT_CERT",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A PEM client certificate shown to an https:// gateway that asks executors for "
+    "one (mutual TLS), besides the key.",
+)
+@click.option(
+    "--client-key",
+    envvar="TRAINYARD_CLIENT_KEY",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The client certificate's PEM private key.",
+)
 @click.pass_context
 def executor(
     ctx: click.Context,
@@ -94,8 +109,12 @@ def executor(
     failed_work_hours: float,
     work_budget_gib: float,
     disk_margin_gib: float,
+    client_cert: Path | None,
+    client_key: Path | None,
 ) -> None:
     """Run an executor: claim tasks, run their trainers, report, obey cancels."""
+    if bool(client_cert) != bool(client_key):
+        raise click.UsageError("--client-cert and --client-key go together")
     private()  # its work directories hold an org's dataset and outputs in the clear
     logs.configure("executor", fmt=os.environ.get("TRAINYARD_LOG_FORMAT", "auto"))
     home = Path(os.environ.get("TRAINYARD_HOME") or ".trainyard").resolve()
@@ -103,6 +122,7 @@ def executor(
     catalog = Catalog.from_env(os.environ)
     config = AgentConfig(
         url=ctx.obj["url"],
+        tls=dataclasses.replace(ctx.obj["tls"], cert_file=client_cert, key_file=client_key),
         bases=tuple(catalog.names),
         bases_now=lambda: tuple(catalog.names),
         api_key=ctx.obj["api_key"],
@@ -133,6 +153,9 @@ def executor(
         agent.run()
     except KeyboardInterrupt:
         agent.stop()
+    except grpc.RpcError as exc:
+        # Refused for good (its key, or a certificate the gateway asks for): said, not raised.
+        raise click.ClickException(f"the gateway refused this executor: {refusal(exc)}") from None
 
 
 @click.command("export")

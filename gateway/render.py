@@ -44,8 +44,23 @@ CONSOLE_HEADERS = {
     "referrer-policy": "no-referrer",
 }
 
+
+@dataclasses.dataclass(frozen=True)
+class GatewayTls:
+    """What Envoy's listener serves TLS with, and what clients verify it with."""
+
+    cert_file: Path
+    key_file: Path
+    # The CA certificates a client verifies the gateway with: the self-signed pair's own
+    # certificate, or the operator's `TRAINYARD_TLS_CA` (empty: the system's CAs).
+    ca_file: Path | None
+    # Where the gateway asks executors for a client certificate: the CAs it accepts.
+    client_ca_file: Path | None = None
+
+
 # The executors' stream: open for as long as an executor runs, silent while it is idle.
-CONNECT = "/trainyard.claim.v1.ClaimService/Connect"
+CLAIMS = "trainyard.claim.v1.ClaimService"
+CONNECT = f"/{CLAIMS}/Connect"
 
 
 def _retry(on: str) -> str:
@@ -123,6 +138,9 @@ _LOCAL_REPLIES = [
     (400, f"header_filter: {_TRANSCODED}", "MALFORMED_JSON",
      "The request body is not a JSON object of the method's shape."),
     (400, _REST, "INVALID_REQUEST", "A query parameter is unknown or not valid."),
+    # The gateway's own 403: an executor's call without the client certificate it asks for.
+    (403, _REST, "PERMISSION_DENIED",
+     "This gateway asks executors for a client certificate its client CAs signed, besides their key."),
     (404, _REST, "NOT_FOUND", "No such route."),
     (413, _REST, "PAYLOAD_TOO_LARGE", "The request body is too large."),
     (429, _REST, "RATE_LIMITED", "Too many requests with this key; retry later."),
@@ -386,12 +404,16 @@ def render(
     upstream_host: str = "127.0.0.1",
     idle_timeout_seconds: int = 300,
     limits: Limits | None = None,
+    tls: GatewayTls | None = None,
+    internal_port: int | None = None,
 ) -> str:
     """The config for `ports`, each service's replicas' ports (or its one port);
     `admin_socket` is the unix socket Envoy's admin listens on, `admin_port` the loopback
     port that serves only its metrics and readiness; `idle_timeout_seconds` cuts any
     request but the executors' stream that has had nothing to send or receive for that
-    long."""
+    long. With `tls`, the listener serves TLS (asking executors for a client certificate
+    when it names client CAs), and the stack's own processes reach the same routes on a
+    plain loopback listener at `internal_port`."""
     limits = limits or Limits()
     # The gateway is ready while each service has a replica serving: one of N is 100/N %.
     healthy = "\n".join(
@@ -414,4 +436,74 @@ def render(
         lua=json.dumps(_lua()),
         healthy=healthy,
         clusters=_clusters(ports, upstream_host),
+        transport_socket=_transport_socket(tls),
+        client_certificates=_client_certificates(tls, internal_port),
+        internal_listener=_internal_listener(internal_port),
     )
+
+
+def _transport_socket(tls: GatewayTls | None) -> str:
+    """The listener's TLS: the certificate and key by file (Envoy reads them at start), h2
+    and HTTP/1.1 by ALPN, and the client CAs that verify a certificate an executor shows."""
+    if tls is None:
+        return ""
+    validation = (
+        f"\n            validation_context: {{trusted_ca: {{filename: {json.dumps(str(tls.client_ca_file))}}}}}"
+        if tls.client_ca_file
+        else ""
+    )
+    return f"""      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            alpn_protocols: [h2, http/1.1]
+            tls_certificates:
+            - certificate_chain: {{filename: {json.dumps(str(tls.cert_file))}}}
+              private_key: {{filename: {json.dumps(str(tls.key_file))}}}{validation}
+"""
+
+
+def _client_certificates(tls: GatewayTls | None, internal_port: int | None) -> str:
+    """Where the gateway asks executors for a client certificate: a call to ClaimService
+    (gRPC, or REST once the transcoder made it one) goes on only over a connection whose
+    certificate a client CA verified, or from the stack's own loopback listener. A client
+    that shows none is not refused at the handshake, so people's calls need none."""
+    if tls is None or tls.client_ca_file is None:
+        return ""
+    internal = (
+        f"""
+                  stack-own:
+                    permissions: [{{destination_port: {internal_port}}}]
+                    principals: [{{any: true}}]"""
+        if internal_port
+        else ""
+    )
+    return f"""          - name: envoy.filters.http.rbac
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC
+              rules:
+                action: ALLOW
+                policies:
+                  not-an-executor-call:
+                    permissions: [{{not_rule: {{url_path: {{path: {{prefix: /{CLAIMS}/}}}}}}}}]
+                    principals: [{{any: true}}]
+                  executor-with-certificate:
+                    permissions: [{{any: true}}]
+                    # `authenticated: {{}}` alone holds for any TLS connection: the name
+                    # (a verified peer certificate's SAN or subject) must be there.
+                    principals: [{{authenticated: {{principal_name: {{safe_regex: {{regex: ".+"}}}}}}}}]{internal}
+"""
+
+
+def _internal_listener(port: int | None) -> str:
+    """The stack's own processes' way in when the gateway serves TLS: the same routes and
+    filters on a plain listener on loopback (keys are asked there as anywhere)."""
+    if port is None:
+        return ""
+    return f"""  - name: internal
+    address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
+    filter_chains:
+    - filters: [*gateway]
+
+"""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import os
@@ -14,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from infra import tls
 from infra.procs import Child, Output
 from services.core import s3
 from trainyard.ports import free_port
@@ -76,53 +72,6 @@ _GRPC_PARTS = ("master", "volume", "filer", "s3")
 _JWT_TABLES = ("jwt.signing", "jwt.signing.read", "jwt.filer_signing", "jwt.filer_signing.read")
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _certificate(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: x509.Certificate | None,
-    issuer_key: ec.EllipticCurvePrivateKey,
-) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=3650))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
-    )
-    if issuer is not None:
-        builder = builder.add_extension(
-            x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-            ),
-            critical=False,
-        ).add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(_PEER), x509.DNSName("localhost")]),
-            critical=False,
-        )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
 def write_security(config_dir: Path) -> Path:
     """`security.toml` for `weed`, with fresh secrets each start (nothing else needs them).
 
@@ -137,14 +86,13 @@ def write_security(config_dir: Path) -> Path:
     """
     config_dir.mkdir(parents=True, exist_ok=True)
     config_dir.chmod(0o700)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _certificate(_PEER + "-ca", ca_key, None, ca_key)
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = _certificate(_PEER, key, ca, ca_key)
-    pem = serialization.Encoding.PEM
-    _write_private(config_dir / "ca.pem", ca.public_bytes(pem))
-    _write_private(config_dir / "peer.pem", leaf.public_bytes(pem))
-    _write_private(config_dir / "peer.key", _pem_key(key))
+    ca_key = tls.new_key()
+    ca = tls.certificate(_PEER + "-ca", ca_key, None, ca_key)
+    key = tls.new_key()
+    leaf = tls.certificate(_PEER, key, ca, ca_key, names=[_PEER, "localhost"])
+    tls.write_private(config_dir / "ca.pem", tls.pem(ca))
+    tls.write_private(config_dir / "peer.pem", tls.pem(leaf))
+    tls.write_private(config_dir / "peer.key", tls.pem_key(key))
     pair = {"cert": str(config_dir / "peer.pem"), "key": str(config_dir / "peer.key")}
     tables: dict[str, dict[str, str | bool]] = {
         "grpc": {"ca": str(config_dir / "ca.pem")},
@@ -160,7 +108,7 @@ def write_security(config_dir: Path) -> Path:
         for name, values in tables.items()
     )
     path = config_dir / "security.toml"
-    _write_private(path, text.encode())
+    tls.write_private(path, text.encode())
     return path
 
 

@@ -41,7 +41,8 @@ import httpx
 import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.render import HTTP_SERVICES, SERVICES, Limits, render
+from gateway.render import HTTP_SERVICES, SERVICES, GatewayTls, Limits, render
+from infra import tls
 from infra.objectstore import SeaweedFS
 from infra.procs import Child, Output
 from services.core import auth
@@ -143,6 +144,9 @@ class Endpoints:
     # Envoy's admin (a unix socket, mode 0600); `admin_port` serves only its metrics and
     # readiness.
     admin_socket: str = ""
+    # Where the stack's own processes reach the gateway: `gateway_url`, or with TLS a plain
+    # listener on loopback.
+    internal_url: str = ""
 
 
 @dataclasses.dataclass
@@ -169,6 +173,7 @@ class Stack:
         self.out = Output(output or sys.stdout)
         self.policy = policy or RestartPolicy()
         self.children: list[Child] = []
+        self.tls: GatewayTls | None = None
         self.objectstore: SeaweedFS | None = None
         self.endpoints: Endpoints | None = None
         self.admin_key_path = config.home / "admin.key"
@@ -213,7 +218,12 @@ class Stack:
 
         gateway_port = cfg.gateway_port or free_port(cfg.gateway_host)
         reach = "127.0.0.1" if cfg.gateway_host == "0.0.0.0" else cfg.gateway_host
-        gateway_url = f"http://{reach}:{gateway_port}"
+        self.tls = self._gateway_tls()
+        public_url = f"{'https' if self.tls else 'http'}://{reach}:{gateway_port}"
+        # With TLS, the stack's own processes take a plain listener on loopback: the
+        # operator's certificate names the deployment's host, not 127.0.0.1.
+        internal_port = free_port() if self.tls else None
+        gateway_url = f"http://127.0.0.1:{internal_port}" if internal_port else public_url
 
         self.objectstore = SeaweedFS(cfg.home, self.out)
         self.children.append(self.objectstore.child)
@@ -221,11 +231,12 @@ class Stack:
         metrics = {"seaweedfs": self.objectstore.metrics_url}
         self._wait_objectstore()
 
-        env = dict(os.environ)
+        env = children_environ()
         env.update(
             TRAINYARD_HOME=str(cfg.home),
             TRAINYARD_DATABASE_URL=cfg.database_url,
             TRAINYARD_GATEWAY_URL=gateway_url,
+            TRAINYARD_PUBLIC_URL=cfg.public_gateway_url or public_url,
             TRAINYARD_S3_ENDPOINT=s3_endpoint,
             TRAINYARD_S3_BUCKET=cfg.s3_bucket,
             TRAINYARD_S3_ACCESS_KEY=cfg.s3_access_key or self.objectstore.access_key,
@@ -269,6 +280,8 @@ class Stack:
                 upstream_host=cfg.bind_host,
                 idle_timeout_seconds=cfg.gateway_idle_timeout_seconds,
                 limits=Limits(cfg.rate_per_key, cfg.rate_burst_per_key, cfg.max_body_bytes),
+                tls=self.tls,
+                internal_port=internal_port,
             )
         )
         # A restart runs the same argv: the same rendered config, so the same ports.
@@ -294,7 +307,7 @@ class Stack:
             metrics["executor"] = self._wait_metrics(executor)
         first = {service: ports[service] for service, ports in replicas.items()}
         self.endpoints = Endpoints(
-            gateway_url,
+            public_url,
             gateway_port,
             admin_port,
             s3_endpoint,
@@ -302,10 +315,23 @@ class Stack:
             metrics,
             replicas,
             admin_socket=str(admin_socket),
+            internal_url=gateway_url,
         )
         self.restarts = {child.name: 0 for child in self.children}
         self._write_info()
         return self.endpoints
+
+    def _gateway_tls(self) -> GatewayTls | None:
+        """The gateway's TLS as configured: the operator's pair, or one made in the home."""
+        cfg = self.config
+        if cfg.tls_self_signed:
+            cert, key, ca = tls.self_signed(cfg.home / "tls", cfg.gateway_host)
+            return GatewayTls(cert, key, ca, cfg.tls_client_ca_file)
+        if cfg.tls_cert_file and cfg.tls_key_file:
+            return GatewayTls(
+                cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_ca_file, cfg.tls_client_ca_file
+            )
+        return None
 
     def _write_info(self) -> None:
         """Where things are, for tools and operators; removed on stop."""
@@ -337,13 +363,16 @@ class Stack:
         It holds its own key and none of the stack's secrets (S3's, the database's, the
         services' key): it reaches objects through the grants its key is given."""
         env = {
-            **without_secrets(os.environ),
+            **without_secrets(children_environ()),
             "TRAINYARD_HOME": str(self.config.home),
             "TRAINYARD_URL": gateway_url,
             "TRAINYARD_API_KEY": key,
             "TRAINYARD_LOG_FORMAT": self._env["TRAINYARD_LOG_FORMAT"],
             "PYTHONUNBUFFERED": "1",
         }
+        # Its tasks' download URLs name the public gateway: it verifies it as clients do.
+        if self.tls and self.tls.ca_file:
+            env["TRAINYARD_CA_FILE"] = str(self.tls.ca_file)
         argv = [
             sys.executable,
             "-m",
@@ -367,13 +396,13 @@ class Stack:
         assert self.endpoints is not None
         name = self.children[index].name
         if name == "executor":
-            child = self._executor(self.endpoints.gateway_url, self._executor_key)
+            child = self._executor(self.endpoints.internal_url, self._executor_key)
             self.children[index] = child
             self.endpoints.metrics[name] = self._wait_metrics(child)
         elif name == "envoy":
             Path(self.endpoints.admin_socket).unlink(missing_ok=True)  # the dead one's
             child = self.children[index] = Child("envoy", self._envoy_argv, out=self.out)
-            self._wait_gateway(child, self.endpoints.gateway_url)
+            self._wait_gateway(child, self.endpoints.internal_url)
         elif name == "seaweedfs":
             assert self.objectstore is not None
             child = self.children[index] = self.objectstore.start()
@@ -500,6 +529,18 @@ class Stack:
             self.out.line("trainyard", f"start failed: {exc}")
             return 1
         self.out.line("trainyard", f"gateway  {ends.gateway_url}  (REST and gRPC)")
+        if self.tls is None:
+            self.out.line(
+                "trainyard",
+                "plain HTTP, the local default: TRAINYARD_TLS_CERT and TRAINYARD_TLS_KEY (or "
+                "TRAINYARD_TLS_SELF_SIGNED=1) serve TLS",
+            )
+        else:
+            trust = f"--ca-file {self.tls.ca_file}" if self.tls.ca_file else "the system's CAs"
+            asks = "; executors show a client certificate" if self.tls.client_ca_file else ""
+            self.out.line(
+                "trainyard", f"TLS from {self.tls.cert_file}; clients verify it with {trust}{asks}"
+            )
         self.out.line("trainyard", f"admin key in {self.admin_key_path}")
         self.out.line(
             "trainyard",
@@ -617,6 +658,12 @@ def _supervisor_of(run_dir: Path) -> int | None:
     except PermissionError:
         pass
     return pid if pid and pid != os.getpid() else None
+
+
+def children_environ() -> dict[str, str]:
+    """The environment the stack's parts start from: its own, but for the gateway's TLS
+    settings, which only the supervisor reads (it renders Envoy's config)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("TRAINYARD_TLS_")}
 
 
 def http_env(env: dict[str, str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from trainyard import (
     cli_org,
     sdk,
 )
+from trainyard.channels import Tls
 from trainyard.cli_base import bar as _bar
 from trainyard.cli_base import client as _client
 from trainyard.cli_base import dollars as _dollars
@@ -92,15 +93,22 @@ def _not_installed(path: str, name: str, extras: list[str]) -> click.Command:
     default="",
     help="The org an operator's key acts in (x-org-id); the key's own when unset.",
 )
+@click.option(
+    "--ca-file",
+    envvar="TRAINYARD_CA_FILE",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM CA certificates an https:// gateway is verified with (the system's when "
+    "unset; verification is never off); TRAINYARD_CA_FILE sets it.",
+)
 @click.pass_context
-def main(ctx: click.Context, url: str, api_key: str, org: str) -> None:
+def main(ctx: click.Context, url: str, api_key: str, org: str, ca_file: Path | None) -> None:
     """Trainyard: one endpoint for training.
 
     \b
     Exit codes: 0 done; 1 refused (the error's code and detail are printed); 2 a usage
     error; 3 a watched job ended failed, stopped or rejected; 4 no gateway answered.
     """
-    ctx.obj = {"url": url, "api_key": api_key, "org": org}
+    ctx.obj = {"url": url, "api_key": api_key, "org": org, "tls": Tls(ca_file=ca_file)}
 
 
 main.add_command(jobs)

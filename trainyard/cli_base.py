@@ -26,10 +26,20 @@ REFUSED, JOB_UNSUCCESSFUL, UNREACHABLE = 1, 3, 4
 @contextmanager
 def client(ctx: click.Context) -> Iterator[sdk.Client]:
     """A client for the command; an API error ends the command with its reason."""
-    made = sdk.Client(ctx.obj["url"], ctx.obj["api_key"], org=ctx.obj.get("org") or None)
+    made = sdk.Client(
+        ctx.obj["url"], ctx.obj["api_key"], org=ctx.obj.get("org") or None, tls=ctx.obj.get("tls")
+    )
     try:
         yield made
     except sdk.TrainyardError as exc:
+        if not exc.answered and "CERTIFICATE_VERIFY_FAILED" in exc.message:
+            click.echo(
+                f"error: the gateway's certificate at {ctx.obj['url']} did not verify; give "
+                "the CA it was issued by with --ca-file / TRAINYARD_CA_FILE (`make up "
+                "TLS=self-signed` says which file)",
+                err=True,
+            )
+            sys.exit(UNREACHABLE)
         if not exc.answered:
             click.echo(
                 f"error: no gateway answered at {ctx.obj['url']}; `make up` starts the stack "

@@ -30,6 +30,7 @@ import grpc
 from google.protobuf import json_format, struct_pb2
 
 from trainyard.artifact.v1 import artifact_service_pb2_grpc
+from trainyard.channels import Tls, channel
 from trainyard.client.v1 import client_pb2, client_service_pb2, client_service_pb2_grpc
 from trainyard.job.v1 import (
     attempt_pb2,
@@ -43,7 +44,7 @@ from trainyard.job.v1 import (
 from trainyard.meter.v1 import meter_pb2, meter_service_pb2, meter_service_pb2_grpc
 from trainyard.org.v1 import org_service_pb2_grpc
 from trainyard.sdk_artifacts import ArtifactMethods, file_sha256
-from trainyard.sdk_base import TrainyardError, channel
+from trainyard.sdk_base import TrainyardError
 from trainyard.sdk_clients import (
     MAX_WAIT,
     RPC_MARGIN,
@@ -85,14 +86,17 @@ class Client(ArtifactMethods, CompareMethods, OrgMethods, WebhookMethods):
         timeout: float = 60.0,
         *,
         org: str | None = None,
+        tls: Tls | None = None,
     ) -> None:
         """`org`: the org an operator or platform key acts in (`x-org-id`) on every call;
-        the key's own org when unset."""
+        the key's own org when unset. `tls`: how an `https://` gateway is verified (the
+        system's CAs, or `TRAINYARD_CA_FILE`'s) and the client certificate, if any."""
         self.url = url or os.environ.get("TRAINYARD_URL") or DEFAULT_URL
         self._key = api_key or os.environ.get("TRAINYARD_API_KEY", "")
         self._org = org or ""
         self._timeout = timeout
-        self._channel = channel(self.url)
+        self.tls = tls or Tls.from_env()
+        self._channel = channel(self.url, self.tls)
         self.jobs = job_service_pb2_grpc.JobServiceStub(self._channel)
         self.artifacts = artifact_service_pb2_grpc.ArtifactServiceStub(self._channel)
         self.meter = meter_service_pb2_grpc.MeterServiceStub(self._channel)

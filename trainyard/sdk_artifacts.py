@@ -16,12 +16,15 @@ import httpx
 
 from trainyard import packing
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
+from trainyard.channels import Tls
 from trainyard.job.v1 import job_pb2
 from trainyard.sdk_base import TrainyardError
 
 
 class ArtifactMethods:
-    """The artifact calls of `Client`, which supplies `_call` and `get_job`."""
+    """The artifact calls of `Client`, which supplies `_call`, `get_job` and `tls`."""
+
+    tls: Tls
 
     def _call(
         self,
@@ -63,7 +66,9 @@ class ArtifactMethods:
                 else [(p.offset, p.size, p.url, dict(p.headers)) for p in grant.parts]
             )
             sent = 0
-            with httpx.Client(timeout=httpx.Timeout(60.0, read=600.0)) as http:
+            with httpx.Client(
+                timeout=httpx.Timeout(60.0, read=600.0), verify=self.tls.context
+            ) as http:
                 for offset, length, url, headers in transfers:
 
                     def body(offset: int = offset, length: int = length) -> Iterator[bytes]:
@@ -127,7 +132,7 @@ class ArtifactMethods:
         partial = target.with_name(target.name + ".partial")
         digest, got = hashlib.sha256(), 0
         try:
-            with httpx.stream("GET", artifact.url, timeout=600) as answer:
+            with httpx.stream("GET", artifact.url, timeout=600, verify=self.tls.context) as answer:
                 if answer.status_code >= 300:
                     raise _refused_download(answer)
                 with partial.open("wb") as fh:

@@ -44,6 +44,17 @@ CLIENT_PREFIX = "cli_"
 BATCH_SECONDS = 1.0
 
 
+def refusal(exc: grpc.RpcError) -> str:
+    """Why the gateway refused the executor, in words that say what to give it."""
+    code, details = exc.code(), exc.details() or ""  # type: ignore[attr-defined]
+    if details.startswith("RBAC"):  # Envoy's own: the gateway asks for a certificate
+        return (
+            "it shows no client certificate the gateway's client CAs signed "
+            "(--client-cert and --client-key)"
+        )
+    return f"its key ({code.name}: {details})"
+
+
 class Agent(ClientHosting):
     """The executor's side of the stream: its tasks' runners here, the training clients
     it holds in `ClientHosting`."""
@@ -56,7 +67,7 @@ class Agent(ClientHosting):
         self.metrics.tasks_running.set_function(lambda: len(self.runners))
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._channel = channel(config.url)
+        self._channel = channel(config.url, config.tls)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
         self._journal = Journal(config.journal) if config.journal else None
         work = config.work_root / config.machine
@@ -118,7 +129,7 @@ class Agent(ClientHosting):
             except grpc.RpcError as exc:
                 code = exc.code()  # type: ignore[attr-defined]
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                    log.error("the gateway refused this executor's key (%s); stopping", code.name)
+                    log.error("the gateway refused this executor: %s; stopping", refusal(exc))
                     raise
                 log.warning("stream to the claim service broke (%s); reconnecting", code.name)
             self.connected.clear()
@@ -323,6 +334,7 @@ class Agent(ClientHosting):
             patience=self.config.patience_seconds,
             warm=self.warm,
             refusal=self._disk_refusal(work, assignment.job.base_model),
+            verify=self.config.tls.context,
         )
         with self._lock:
             self.runners[runner.id] = runner

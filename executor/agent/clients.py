@@ -16,6 +16,7 @@ import os
 import queue
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -60,6 +61,7 @@ class ClientRunner:
         engine: Sequence[str] = (sys.executable, "-m", "executor.engines"),
         keep_work: bool = False,
         read: ReadClient | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.id = create.client
         self.lease = create.lease
@@ -70,6 +72,7 @@ class ClientRunner:
         self._send, self._register, self._read_input = send, register, read
         self._env, self._patience, self._engine = env or {}, patience, list(engine)
         self._keep_work = keep_work
+        self._verify = verify
         self._ops: queue.Queue[tuple[int, str, str] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._process: subprocess.Popen[str] | None = None
@@ -191,7 +194,7 @@ class ClientRunner:
         directory = self.work / "from"
         try:
             artifact = self._read_input(self, sha256)
-            with httpx.Client(timeout=uploads.TIMEOUT) as http:
+            with httpx.Client(timeout=uploads.TIMEOUT, verify=self._verify) as http:
                 data = uploads.get(http, artifact)
             packing.unpack(io.BytesIO(data), directory)
         except Exception as exc:
@@ -329,7 +332,10 @@ class ClientRunner:
                 try:
                     grant = self._register(self, name, sha256, size, meta)
                     if not grant.stored:
-                        with httpx.Client(timeout=uploads.TIMEOUT) as http, packed.open("rb") as fh:
+                        with (
+                            httpx.Client(timeout=uploads.TIMEOUT, verify=self._verify) as http,
+                            packed.open("rb") as fh,
+                        ):
                             uploads.put(http, grant, fh)
                     break
                 except LeaseLost:

@@ -11,12 +11,15 @@ from pathlib import Path
 from executor.agent.disk import MARGIN_BYTES
 from executor.agent.transfers import PATIENCE_SECONDS
 from executor.trainers import registry
+from trainyard.channels import Tls
 
 
 @dataclasses.dataclass
 class AgentConfig:
     url: str
     api_key: str
+    # How an https:// gateway is verified, and the client certificate shown to it.
+    tls: Tls = dataclasses.field(default_factory=Tls)
     machine: str = dataclasses.field(
         default_factory=lambda: socket.gethostname().split(".")[0].lower()
     )

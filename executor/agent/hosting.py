@@ -50,6 +50,7 @@ class ClientHosting:
                     self._register_client,
                     keep_work=self.config.keep_work,
                     read=self._read_client_input,
+                    verify=self.config.tls.context,
                 )
                 self.clients[op.client] = client
                 client.start()

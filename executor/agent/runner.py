@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -62,6 +63,7 @@ class TaskRunner(Transfers):
         patience: float = PATIENCE_SECONDS,
         warm: WarmTrainer | None = None,
         refusal: str = "",
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         """`warm`, when given, may hand over a trainer process started ahead, its imports
         done or under way; without it, or when it has none alive, the trainer starts cold.
@@ -74,6 +76,8 @@ class TaskRunner(Transfers):
         self._trainer, self._register, self._read_input = trainer, register, read_input
         self._env = trainer_env(work_root, env)
         self._patience, self._warm = patience, warm
+        # How the transfers verify an https:// gateway's download URLs.
+        self._verify = verify
         self._lock = threading.Lock()
         self._events: list[Event] = []
         # When each event was made (monotonic), for the report lag.

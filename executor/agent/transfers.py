@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,7 @@ class Transfers:
     work: Path
     lost: bool
     _patience: float
+    _verify: ssl.SSLContext | bool
     _register: Callable[..., artifact_pb2.Grant]
     _read_input: Callable[..., artifact_pb2.Artifact] | None
 
@@ -76,7 +78,7 @@ class Transfers:
                 if optional and reason_of(exc) == "NOT_FOUND":
                     return None
                 raise
-            with httpx.Client(timeout=uploads.TIMEOUT) as http:
+            with httpx.Client(timeout=uploads.TIMEOUT, verify=self._verify) as http:
                 return uploads.get(http, artifact)
 
         return self._patiently("reading an input", read, "input_unavailable")
@@ -103,7 +105,10 @@ class Transfers:
         def send() -> None:
             grant = self._register(self, kind, name, sha256, size, {"step": str(step)})
             if not grant.stored:
-                with httpx.Client(timeout=uploads.TIMEOUT) as http, packed.open("rb") as fh:
+                with (
+                    httpx.Client(timeout=uploads.TIMEOUT, verify=self._verify) as http,
+                    packed.open("rb") as fh,
+                ):
                     uploads.put(http, grant, fh)
 
         self._patiently(f"storing its {kind}", send, "artifact_upload_failed")

@@ -100,6 +100,15 @@ class Config:
     # PostgreSQL: replicas share the database, and SQLite is one machine's single-writer
     # file.
     replicas: int = 1
+    # The gateway's TLS (infra/tls.py): a certificate and key the operator names, or a
+    # self-signed pair made in the home on request; none: plain HTTP, the local default.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_self_signed: bool = False
+    # The CAs clients verify the operator's certificate with, when not the system's.
+    tls_ca_file: Path | None = None
+    # The CAs whose client certificates executors must show besides their key (mutual TLS).
+    tls_client_ca_file: Path | None = None
     # The process name a replica's run files and log lines carry (`jobs`, `jobs-2`, ...),
     # set by `trainyard up`; empty: the service's own name.
     replica_name: str = ""
@@ -190,11 +199,35 @@ class Config:
             )
         if self.webhook_retry_window_seconds <= 0:
             raise ConfigError("TRAINYARD_WEBHOOK_RETRY_WINDOW_SECONDS must be above 0.")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("TRAINYARD_TLS_CERT and TRAINYARD_TLS_KEY go together.")
+        if self.tls_self_signed and self.tls_cert_file:
+            raise ConfigError(
+                "TRAINYARD_TLS_SELF_SIGNED makes the gateway's pair: name no TRAINYARD_TLS_CERT."
+            )
+        if self.tls_client_ca_file and not self.tls:
+            raise ConfigError(
+                "TRAINYARD_TLS_CLIENT_CA needs TLS: TRAINYARD_TLS_CERT and TRAINYARD_TLS_KEY, "
+                "or TRAINYARD_TLS_SELF_SIGNED=1."
+            )
+        for name, path in [
+            ("TRAINYARD_TLS_CERT", self.tls_cert_file),
+            ("TRAINYARD_TLS_KEY", self.tls_key_file),
+            ("TRAINYARD_TLS_CA", self.tls_ca_file),
+            ("TRAINYARD_TLS_CLIENT_CA", self.tls_client_ca_file),
+        ]:
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{name} names no readable file.")
         if self.replicas > 1 and self.database_url.startswith("sqlite"):
             raise ConfigError(
                 "TRAINYARD_REPLICAS above 1 needs TRAINYARD_DATABASE_URL on PostgreSQL: "
                 "replicas share the database, and SQLite is one machine's single-writer file."
             )
+
+    @property
+    def tls(self) -> bool:
+        """Whether the gateway serves TLS."""
+        return bool(self.tls_cert_file) or self.tls_self_signed
 
     def port_for(self, service: str) -> int:
         return int(self.service_ports.get(service, 0))
@@ -225,6 +258,10 @@ class Config:
             raise ConfigError(
                 "TRAINYARD_WEBHOOK_RETRY_SCHEDULE must be comma-separated seconds."
             ) from None
+
+        def path(name: str) -> Path | None:
+            raw = env.get(f"TRAINYARD_{name}", "").strip()
+            return Path(raw).expanduser().resolve() if raw else None
 
         home = Path(env.get("TRAINYARD_HOME") or "./.trainyard").resolve()
         gateway_port = num("GATEWAY_PORT", 8080)
@@ -278,6 +315,12 @@ class Config:
             streams_per_key=num("STREAMS_PER_KEY", 64),
             replicas=num("REPLICAS", 1),
             replica_name=env.get("TRAINYARD_REPLICA_NAME", ""),
+            tls_cert_file=path("TLS_CERT"),
+            tls_key_file=path("TLS_KEY"),
+            tls_self_signed=env.get("TRAINYARD_TLS_SELF_SIGNED", "0")
+            not in ("0", "false", "no", ""),
+            tls_ca_file=path("TLS_CA"),
+            tls_client_ca_file=path("TLS_CLIENT_CA"),
             webhook_allowed_networks=listed("WEBHOOK_ALLOWED_NETWORKS"),
             webhook_retry_schedule=schedule or WEBHOOK_RETRY_SCHEDULE,
             webhook_retry_window_seconds=seconds("WEBHOOK_RETRY_WINDOW_SECONDS", 86_400.0),
