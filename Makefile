@@ -41,6 +41,13 @@ CHROMIUM := /usr/bin/chromium
 WRK := /usr/bin/wrk
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
+# promtool (Debian's prometheus package; its server is not started) checks the alerts.
+PROMTOOL := /usr/bin/promtool
+
+$(PROMTOOL):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
@@ -74,7 +81,9 @@ test: $(STAMP) $(NODE) $(CHROMIUM)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/unit tests/integration
 	$(BIN)/pytest $(PYTEST_ARGS) tests/e2e
 
-lint: $(STAMP) $(NODE)
+lint: $(STAMP) $(NODE) $(PROMTOOL)
+	$(PROMTOOL) check rules infra/prometheus/alerts.yml
+	cd infra/prometheus && $(PROMTOOL) test rules alerts_test.yml
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy services infra gateway executor trainyard

@@ -35,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 import grpc
 import httpx
@@ -346,6 +347,21 @@ class Stack:
         tmp = self.config.run_dir / "stack.json.tmp"
         tmp.write_text(json.dumps(info, indent=2))
         os.replace(tmp, self.config.run_dir / "stack.json")
+        # Prometheus's targets (`file_sd_configs`), one per part, as the alerts expect them.
+        targets = [
+            {
+                "targets": [urlsplit(url).netloc],
+                "labels": {
+                    "job": "trainyard",
+                    "process": name,
+                    "__metrics_path__": urlsplit(url).path,
+                },
+            }
+            for name, url in self.endpoints.metrics.items()
+        ]
+        tmp = self.config.run_dir / "prometheus.json.tmp"
+        tmp.write_text(json.dumps(targets, indent=2))
+        os.replace(tmp, self.config.run_dir / "prometheus.json")
 
     def _service(
         self, service: str, name: str, env: dict[str, str], port: int | None = None

@@ -14,6 +14,7 @@ table, so two processes never export the same series.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Iterable, Iterator
 
@@ -23,12 +24,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from services.core import errors
+from services.core import errors, webhooks
 from services.core.money.tables import HoldRow
 from services.core.object_tables import ObjectRow
 from services.core.states import HoldStatus, JobStatus, ObjectStatus
-from services.core.store import Store
+from services.core.store import Store, utcnow
 from services.core.tables import JobRow
+from services.core.webhooks import DeliveryRow
 from trainyard.exposition import Exporter
 
 log = logging.getLogger(__name__)
@@ -224,6 +226,70 @@ class StoredBytes(_StoreCollector):
         for status, size in totals.items():
             family.add_metric([status], size)
         yield family
+
+
+class SilentJobs(_StoreCollector):
+    """Running jobs that have reported nothing (no status, metric or log) for at least 5,
+    15 and 60 minutes, every org together (JobService): what the stalled-job alert reads.
+    Heartbeats do not count, as for the `job.stalled` webhook."""
+
+    what = "silent jobs"
+    OVER = (300, 900, 3600)
+
+    def _read(self, session: sa.orm.Session) -> Iterator[Metric]:
+        now = utcnow()
+        family = GaugeMetricFamily(
+            "trainyard_jobs_silent",
+            "Running jobs whose last event is at least `over` seconds old.",
+            labels=["over"],
+        )
+        for over in self.OVER:
+            count = session.scalar(
+                sa.select(sa.func.count()).where(
+                    JobRow.status == JobStatus.RUNNING,
+                    JobRow.update_time <= now - dt.timedelta(seconds=over),
+                )
+            )
+            family.add_metric([str(over)], int(count or 0))
+        yield family
+
+
+class WebhookDeliveries(_StoreCollector):
+    """Webhook deliveries by status, and how long the oldest pending one has waited
+    (WebhookService, in the meter process)."""
+
+    what = "webhook deliveries"
+
+    def _read(self, session: sa.orm.Session) -> Iterator[Metric]:
+        counts = dict.fromkeys((webhooks.PENDING, webhooks.SUCCEEDED, webhooks.FAILED), 0)
+        rows = session.execute(
+            sa.select(DeliveryRow.status, sa.func.count()).group_by(DeliveryRow.status)
+        )
+        for status, count in rows:
+            counts[status] = int(count)
+        family = GaugeMetricFamily(
+            "trainyard_webhook_deliveries",
+            "Webhook deliveries by status; `failed` gave up after the retry window.",
+            labels=["status"],
+        )
+        for status, count in counts.items():
+            family.add_metric([status], count)
+        yield family
+        oldest = session.scalar(
+            sa.select(sa.func.min(DeliveryRow.create_time)).where(
+                DeliveryRow.status == webhooks.PENDING
+            )
+        )
+        waited = (utcnow() - _utc(oldest)).total_seconds() if oldest else 0.0
+        yield GaugeMetricFamily(
+            "trainyard_webhook_oldest_pending_seconds",
+            "Seconds the oldest pending webhook delivery has waited; 0 when none waits.",
+            value=max(0.0, waited),
+        )
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
 
 
 class Metrics:

@@ -12,7 +12,7 @@ import grpc
 from services.core import keys, roles
 from services.core.clients import ArtifactReader
 from services.core.config import Config
-from services.core.metrics import JobsByState
+from services.core.metrics import JobsByState, SilentJobs
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
@@ -122,4 +122,5 @@ def build_server(
 
     built.background.append(prepare_forever)
     built.metrics.registry.register(JobsByState(built.store))
+    built.metrics.registry.register(SilentJobs(built.store))
     return built

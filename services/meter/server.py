@@ -9,7 +9,7 @@ import grpc
 
 from services.core import keys, roles
 from services.core.config import Config
-from services.core.metrics import DeviceSeconds
+from services.core.metrics import DeviceSeconds, WebhookDeliveries
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
@@ -70,6 +70,7 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
     # Hourly by default, with the retention sweep.
     built.every(config.sweep_interval_seconds, accrue, "storage accrual")
     built.metrics.registry.register(DeviceSeconds(built.store))
+    built.metrics.registry.register(WebhookDeliveries(built.store))
     # Webhooks: the worker sends what commits queue, woken by them; the scans find stalled
     # jobs and expiring outputs. Replicas share both through the database.
     built.background.append(deliverers[0].run)

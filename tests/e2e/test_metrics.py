@@ -6,15 +6,18 @@ on the same URL; and `trainyard status` names every process and the executors.""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 from pathlib import Path
 
 import httpx
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from tests.support import BIN, StackProcess, alive, eventually, wait_for_job
+from tests.support import BIN, StackProcess, alive, bearer, eventually, wait_for_job
 
 JOB = {
     "base_model": "fixture-tiny-llm",
@@ -25,6 +28,11 @@ JOB = {
 # On a machine no executor serves: the job waits in `preparing`.
 PARKED = {**JOB, "resources": {"machines": ["nowhere"]}}
 JOBS = "trainyard.job.v1.JobService"
+# The sample names each kind of family serves, besides its own.
+SUFFIXES = {
+    "counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": (),
+    "summary": ("_count", "_sum"), "untyped": (), "unknown": (), "info": ("_info",),
+}  # fmt: skip
 
 
 def scrape(url: str) -> list[Sample]:
@@ -170,3 +178,34 @@ def test_status_says_plainly_when_no_stack_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stdout.strip() == f"no stack is running under {home}; `make up` starts one"
+
+
+def test_every_series_the_alerts_and_the_dashboard_read_is_served(stack: StackProcess) -> None:
+    """`infra/prometheus/alerts.yml` and `infra/grafana/trainyard.json` name only series
+    this stack's processes serve, and `run/prometheus.json` lists where each is scraped."""
+    info = stack.info()
+    # A call through the gateway, so Envoy's per-class answer counters exist.
+    key = stack.create_key("acme", "member")
+    assert httpx.get(f"{stack.url}/v1/train/models", headers=bearer(key)).status_code == 200
+    served: set[str] = set()
+    for url in info["metrics"].values():
+        for family in text_string_to_metric_families(httpx.get(url, timeout=10).text):
+            # A labelled series no call has made yet is a family without samples.
+            served |= {family.name, *(f"{family.name}{end}" for end in SUFFIXES[family.type])}
+            served |= {s.name for s in family.samples}
+    root = Path(__file__).resolve().parents[2]
+    rules = yaml.safe_load((root / "infra/prometheus/alerts.yml").read_text())
+    dashboard = json.loads((root / "infra/grafana/trainyard.json").read_text())
+    expressions = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    expressions += [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    # The series' names, not their labels' (`{…}` matchers and `by (…)` lists dropped).
+    bare = [re.sub(r"\{[^}]*\}|\b(?:by|ignoring|on)\s*\([^)]*\)", "", e) for e in expressions]
+    named = {n for e in bare for n in re.findall(r"\b(?:trainyard|SeaweedFS|envoy)_\w+", e)}
+    assert len(named) >= 14
+    assert named <= served, sorted(named - served)
+    targets = json.loads((stack.home / "run" / "prometheus.json").read_text())
+    scraped = {
+        t["labels"]["process"]: f"http://{t['targets'][0]}{t['labels']['__metrics_path__']}"
+        for t in targets
+    }
+    assert scraped == info["metrics"]
