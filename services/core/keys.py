@@ -14,6 +14,11 @@ import secrets
 import time
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from services.core import errors
+
 
 def master_key(path: Path, env_value: str = "") -> bytes:
     if env_value:
@@ -52,3 +57,23 @@ def write_master_key(path: Path, key: bytes) -> None:
         return
     with os.fdopen(fd, "w") as fh:
         fh.write(key.hex())
+
+
+class Sealer:
+    """AES-GCM under a key derived from the master key for one purpose, each sealed value
+    bound to what it belongs to (`bound`, e.g. `org/name`), so a row's ciphertext opens for
+    that row only. A value that does not open (the master key changed under it) is
+    UNAVAILABLE, never a wrong plaintext."""
+
+    def __init__(self, master: bytes, purpose: str) -> None:
+        self._aead = AESGCM(derive(master, purpose))
+
+    def seal(self, bound: str, plain: bytes) -> bytes:
+        nonce = os.urandom(12)
+        return nonce + self._aead.encrypt(nonce, plain, bound.encode())
+
+    def open(self, bound: str, sealed: bytes) -> bytes:
+        try:
+            return self._aead.decrypt(sealed[:12], sealed[12:], bound.encode())
+        except InvalidTag:
+            raise errors.Unavailable() from None

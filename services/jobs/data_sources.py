@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from google.protobuf import timestamp_pb2
 from sqlalchemy.exc import IntegrityError
 
@@ -52,19 +49,14 @@ class Sealer:
     """Seals a data source's credentials under the master key, bound to its org and name."""
 
     def __init__(self, master: bytes) -> None:
-        self._aead = AESGCM(keys.derive(master, "data-source-credentials"))
+        self._sealer = keys.Sealer(master, "data-source-credentials")
 
     def seal(self, org: str, name: str, access_key_id: str, secret: str) -> bytes:
-        nonce = os.urandom(12)
         plain = json.dumps({"access_key_id": access_key_id, "secret_access_key": secret})
-        return nonce + self._aead.encrypt(nonce, plain.encode(), f"{org}/{name}".encode())
+        return self._sealer.seal(f"{org}/{name}", plain.encode())
 
     def open(self, org: str, name: str, sealed: bytes) -> tuple[str, str]:
-        try:
-            plain = self._aead.decrypt(sealed[:12], sealed[12:], f"{org}/{name}".encode())
-        except InvalidTag:
-            raise errors.Unavailable() from None  # the master key changed under the row
-        doc = json.loads(plain)
+        doc = json.loads(self._sealer.open(f"{org}/{name}", sealed))
         return doc["access_key_id"], doc["secret_access_key"]
 
 

@@ -6,13 +6,9 @@ one."""
 from __future__ import annotations
 
 import base64
-import os
 import secrets
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-from services.core import errors, keys
+from services.core import keys
 
 PREFIX = "whsec_"
 # Standard Webhooks secrets are 24 to 64 random bytes, base64 after `whsec_`.
@@ -27,15 +23,10 @@ class Sealer:
     """Seals an endpoint's secret under the master key, bound to its org and id."""
 
     def __init__(self, master: bytes) -> None:
-        self._aead = AESGCM(keys.derive(master, "webhook-secrets"))
+        self._sealer = keys.Sealer(master, "webhook-secrets")
 
     def seal(self, org: str, webhook_id: str, secret: str) -> bytes:
-        nonce = os.urandom(12)
-        return nonce + self._aead.encrypt(nonce, secret.encode(), f"{org}/{webhook_id}".encode())
+        return self._sealer.seal(f"{org}/{webhook_id}", secret.encode())
 
     def open(self, org: str, webhook_id: str, sealed: bytes) -> str:
-        try:
-            plain = self._aead.decrypt(sealed[:12], sealed[12:], f"{org}/{webhook_id}".encode())
-        except InvalidTag:
-            raise errors.Unavailable() from None  # the master key changed under the row
-        return plain.decode()
+        return self._sealer.open(f"{org}/{webhook_id}", sealed).decode()
