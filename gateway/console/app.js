@@ -1193,6 +1193,93 @@ async function webhooksPage(signal) {
       await load();
     } catch (err) {
       if (!signal.aborted) errors.report(err);
+    }
+  };
+  try {
+    await load();
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
+// One endpoint and its delivery log, newest first, each delivery with a Redeliver button.
+async function webhookPage(id, params, signal) {
+  const token = params.get("page") || "";
+  const back = params.getAll("back");
+  const errors = errorSlot();
+  const path = `/v1/train/webhooks/${encodeURIComponent(id)}`;
+  const head = el("div");
+  const body = el("tbody");
+  const pager = el("div", { className: "pager" });
+  show(el("h1", {}, "Webhook ", el("span", { className: "mono", textContent: id }), el("span", { className: "actions" },
+    el("button", { className: "danger", type: "button", textContent: "Delete", onclick: async () => {
+      if (!confirm("Delete this endpoint and its delivery log?")) return;
+      try {
+        await api("DELETE", path, { signal });
+        location.hash = "/webhooks";
+      } catch (err) {
+        errors.report(err);
+      }
+    } }))),
+  errors, head,
+  card("Deliveries", el("table", { id: "deliveries" }, el("thead", {}, el("tr", {},
+    ["Queued", "Event", "Status", "Attempts", "Last answer", "Message", ""].map((t, i) => el("th", { className: i === 3 ? "num" : "", textContent: t })))), body), pager));
+
+  const redeliver = (delivery, button) => async () => {
+    button.disabled = true;
+    errors.report(null);
+    try {
+      await api("POST", `${path}/deliveries/${encodeURIComponent(delivery.id)}/redeliver`, { body: {}, signal });
+      await load();
+    } catch (err) {
+      errors.report(err);
+      button.disabled = false;
+    }
+  };
+  const row = (delivery) => {
+    const button = el("button", { type: "button", textContent: "Redeliver" });
+    button.onclick = redeliver(delivery, button);
+    const answer = [delivery.last_status_code ? `HTTP ${delivery.last_status_code}` : "", delivery.last_error].filter(Boolean).join(" · ");
+    return el("tr", { attrs: { "data-delivery": delivery.id } },
+      el("td", { textContent: when(delivery.create_time) }),
+      el("td", { className: "mono", textContent: delivery.event_type }),
+      el("td", {}, badge(delivery.status), delivery.next_attempt_time && delivery.status === "pending"
+        ? el("div", { className: "note", textContent: `next ${when(delivery.next_attempt_time)}` }) : null),
+      el("td", { className: "num", textContent: String(delivery.attempts || 0) }),
+      el("td", { textContent: answer || "—" }),
+      el("td", { className: "mono note", textContent: delivery.message_id }, delivery.redelivery_of ? el("div", { textContent: "redelivery" }) : null),
+      el("td", {}, button));
+  };
+  const load = async () => {
+    const page = await api("GET", `${path}/deliveries${query({ page_size: 25, page_token: token })}`, { signal });
+    body.replaceChildren(...page.deliveries.map(row));
+    if (!page.deliveries.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "Nothing delivered yet." })));
+    fill(pager,
+      back.length ? el("a", { className: "button", textContent: "Newer", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
+      page.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: page.next_page_token, back: [...back, token] })}` }) : null);
+  };
+  try {
+    const hook = await api("GET", path, { signal });
+    fill(head, card("Endpoint", facts([
+      ["URL", el("span", { className: "mono", textContent: hook.url })],
+      ["Events", el("span", { className: "mono", textContent: hook.events.join(", ") })],
+      ["Description", hook.description],
+      ["Stalled after", seconds(hook.stalled_after_seconds)],
+      ["Expiring within", seconds(hook.expiring_within_seconds)],
+      ["Thresholds", (hook.thresholds_percent || []).map((p) => `${p}%`).join(", ")],
+      ["Created", when(hook.create_time)],
+    ])));
+    // Refreshed while shown, so retries and redeliveries move on their own.
+    while (!signal.aborted) {
+      await load();
+      errors.report(null);
+      await pause(3000, signal);
+    }
+  } catch (err) {
+    if (!signal.aborted) errors.report(err);
+  }
+}
+
 // ---- limits, keys and the audit trail ---------------------------------------------------------
 
 // US cents (the unit of limits and keys' spend) as dollars; `none` for a cap that is not set.
@@ -1304,79 +1391,6 @@ async function keysPage(params, signal) {
   }
 }
 
-// One endpoint and its delivery log, newest first, each delivery with a Redeliver button.
-async function webhookPage(id, params, signal) {
-  const token = params.get("page") || "";
-  const back = params.getAll("back");
-  const errors = errorSlot();
-  const path = `/v1/train/webhooks/${encodeURIComponent(id)}`;
-  const head = el("div");
-  const body = el("tbody");
-  const pager = el("div", { className: "pager" });
-  show(el("h1", {}, "Webhook ", el("span", { className: "mono", textContent: id }), el("span", { className: "actions" },
-    el("button", { className: "danger", type: "button", textContent: "Delete", onclick: async () => {
-      if (!confirm("Delete this endpoint and its delivery log?")) return;
-      try {
-        await api("DELETE", path, { signal });
-        location.hash = "/webhooks";
-      } catch (err) {
-        errors.report(err);
-      }
-    } }))),
-  errors, head,
-  card("Deliveries", el("table", { id: "deliveries" }, el("thead", {}, el("tr", {},
-    ["Queued", "Event", "Status", "Attempts", "Last answer", "Message", ""].map((t, i) => el("th", { className: i === 3 ? "num" : "", textContent: t })))), body), pager));
-
-  const redeliver = (delivery, button) => async () => {
-    button.disabled = true;
-    errors.report(null);
-    try {
-      await api("POST", `${path}/deliveries/${encodeURIComponent(delivery.id)}/redeliver`, { body: {}, signal });
-      await load();
-    } catch (err) {
-      errors.report(err);
-      button.disabled = false;
-    }
-  };
-  const row = (delivery) => {
-    const button = el("button", { type: "button", textContent: "Redeliver" });
-    button.onclick = redeliver(delivery, button);
-    const answer = [delivery.last_status_code ? `HTTP ${delivery.last_status_code}` : "", delivery.last_error].filter(Boolean).join(" · ");
-    return el("tr", { attrs: { "data-delivery": delivery.id } },
-      el("td", { textContent: when(delivery.create_time) }),
-      el("td", { className: "mono", textContent: delivery.event_type }),
-      el("td", {}, badge(delivery.status), delivery.next_attempt_time && delivery.status === "pending"
-        ? el("div", { className: "note", textContent: `next ${when(delivery.next_attempt_time)}` }) : null),
-      el("td", { className: "num", textContent: String(delivery.attempts || 0) }),
-      el("td", { textContent: answer || "—" }),
-      el("td", { className: "mono note", textContent: delivery.message_id }, delivery.redelivery_of ? el("div", { textContent: "redelivery" }) : null),
-      el("td", {}, button));
-  };
-  const load = async () => {
-    const page = await api("GET", `${path}/deliveries${query({ page_size: 25, page_token: token })}`, { signal });
-    body.replaceChildren(...page.deliveries.map(row));
-    if (!page.deliveries.length) body.append(el("tr", {}, el("td", { colSpan: 7, className: "note", textContent: "Nothing delivered yet." })));
-    fill(pager,
-      back.length ? el("a", { className: "button", textContent: "Newer", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: back.at(-1), back: back.slice(0, -1) })}` }) : null,
-      page.next_page_token ? el("a", { className: "button", textContent: "Older", href: `#/webhooks/${encodeURIComponent(id)}${query({ page: page.next_page_token, back: [...back, token] })}` }) : null);
-  };
-  try {
-    const hook = await api("GET", path, { signal });
-    fill(head, card("Endpoint", facts([
-      ["URL", el("span", { className: "mono", textContent: hook.url })],
-      ["Events", el("span", { className: "mono", textContent: hook.events.join(", ") })],
-      ["Description", hook.description],
-      ["Stalled after", seconds(hook.stalled_after_seconds)],
-      ["Expiring within", seconds(hook.expiring_within_seconds)],
-      ["Thresholds", (hook.thresholds_percent || []).map((p) => `${p}%`).join(", ")],
-      ["Created", when(hook.create_time)],
-    ])));
-    // Refreshed while shown, so retries and redeliveries move on their own.
-    while (!signal.aborted) {
-      await load();
-      errors.report(null);
-      await pause(3000, signal);
-    }
 // A datetime-local input's value, read as the browser's local time, as RFC 3339.
 function rfc3339(local) {
   return local ? new Date(local).toISOString() : "";

@@ -1019,6 +1019,9 @@ NO_CLIENT = "cl_0123456789abcdef"
 BODIES: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("post", "/v1/train/artifacts"): ("member", {"kind": "dataset", "sha256": SHA, "size": 10}),
     ("post", "/v1/train/artifacts/{sha256}/confirm"): ("member", {}),
+    ("post", "/v1/train/artifacts/{sha256}/extend"): ("member", {"ttl_seconds": 86400}),
+    ("post", "/v1/train/artifacts/{sha256}/pin"): ("member", {}),
+    ("post", "/v1/train/artifacts/{sha256}/unpin"): ("member", {}),
     ("post", "/v1/train/clients"): (
         "operator",
         {"base_model": "fixture-tiny-llm", "from": SHA, "with_optimizer": True},
@@ -1066,10 +1069,12 @@ BODIES: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
     ("post", "/v1/train/rates"): ("operator", {"meter": "fixture-tiny-llm-cpu-hour", "micro_cents": 1000}),
     ("post", "/v1/train/wallet/caps"): ("admin", {"micro_cents": 1000000}),
     ("post", "/v1/train/wallet/credit"): ("operator", {"payer": "", "micro_cents": 1, "name": "strict"}),
+    ("post", "/v1/train/webhooks"): ("admin", {"url": "http://127.0.0.1:9/hook", "events": ["job.succeeded"]}),
+    ("post", "/v1/train/webhooks/{id}/deliveries/{delivery_id}/redeliver"): ("admin", {}),
 }  # fmt: skip
 # What a refused body must leave as it was, read before and after the walk.
 READS = ("/v1/train/rates", "/v1/train/wallet", "/v1/train/jobs", "/v1/train/artifacts",
-         "/v1/train/data-sources")  # fmt: skip
+         "/v1/train/data-sources", "/v1/train/webhooks")  # fmt: skip
 
 
 def body_operations() -> list[tuple[str, str]]:
@@ -1105,7 +1110,7 @@ def test_every_body_refuses_an_unknown_field_and_changes_nothing(
         before = {path: api.get(path, headers=member).json() for path in READS}
         for (verb, path), (role, body) in BODIES.items():
             on = NO_CLIENT if path.startswith("/v1/train/clients/") else job_id
-            url = path.format(id=on, sha256=SHA)
+            url = path.format(id=on, sha256=SHA, delivery_id="whd_0000000000000000")
             valid = {**body, "payer": org} if "payer" in body else body
             answer = api.request(verb, url, json={**valid, "colour": 1}, headers=headers[role])
             assert (answer.status_code, reason(answer)) == (400, "invalid_request"), (
