@@ -82,6 +82,7 @@ test: $(STAMP) $(NODE) $(CHROMIUM)
 	$(BIN)/pytest $(PYTEST_ARGS) tests/e2e
 
 lint: $(STAMP) $(NODE) $(PROMTOOL)
+	node --check gateway/console/app.js
 	$(PROMTOOL) check rules infra/prometheus/alerts.yml
 	cd infra/prometheus && $(PROMTOOL) test rules alerts_test.yml
 	$(BIN)/ruff check .
