@@ -3,7 +3,8 @@ listener, SeaweedFS, the trainers' rendezvous), and published by those that can.
 
 A port is picked below the kernel's ephemeral range. One inside it can be handed out, to
 any connect or bind of port 0 on the machine, between the pick and the program's bind;
-one below it is taken only by a bind that names it."""
+one below it is taken only by a bind that names it. A process never hands out the same
+port twice: a program is often given several ports at once, all picked before any is bound."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 _RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10000  # below: the ports well-known servers are configured on
+_given: set[int] = set()  # every port this process has picked
 
 
 def _picked_range() -> tuple[int, int]:
@@ -39,7 +41,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     if high - low >= 1000:
         for _ in range(200):
             port = random.randint(low, high)
-            if _bindable(host, port):
+            if port not in _given and _bindable(host, port):
+                _given.add(port)
                 return port
     with socket.socket() as sock:  # no room below the range: any free one
         sock.bind((host, 0))
