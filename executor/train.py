@@ -2,6 +2,7 @@
 (`TRAINYARD_TRAINER`'s default); the trainer is the one the registry finds for the job's
 base (`executor.trainers`)."""
 
+import os
 import sys
 
 from executor.trainers.main import main
@@ -18,4 +19,10 @@ PRELOAD = (
 )
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    code = main(sys.argv[1])
+    # Its result is said and its files are closed: the interpreter's teardown of torch and
+    # DeepSpeed (a second or more) would only hold back the executor, which waits for the
+    # process to end before reporting the result.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -246,26 +246,29 @@ class Stack:
             TRAINYARD_LOG_FORMAT="text" if sys.stdout.isatty() else "json",
             PYTHONUNBUFFERED="1",
         )
-        replicas: dict[str, dict[str, int]] = {}
-        for service, full in SERVICES.items():
-            replicas[service] = {}
+        # Every Python part starts at once (their imports take most of their start) and is
+        # then waited for in turn. The HTTP upstreams (the Tinker wire) are clients of the
+        # services through the gateway with their callers' keys, holding none of the
+        # stack's secrets; they reach nothing before a call comes.
+        starting: list[tuple[str, str, Child, Path]] = []
+        for service in SERVICES:
             for name in replica_names(service, cfg.replicas):
                 port_file = cfg.run_dir / f"{name}.port"
                 port_file.unlink(missing_ok=True)
-                child = self._service(service, name, env)
-                self.children.append(child)
-                replicas[service][name] = self._wait_service(child, port_file, full)
-                metrics[name] = self._wait_metrics(child)
-
-        # The HTTP upstreams (the Tinker wire): one process each, a client of the services
-        # through the gateway with its callers' keys, so it starts once they serve and holds
-        # none of the stack's secrets.
+                starting.append((service, name, self._service(service, name, env), port_file))
         for name in HTTP_SERVICES:
             port_file = cfg.run_dir / f"{name}.port"
             port_file.unlink(missing_ok=True)
             child = self._spawn(name, [sys.executable, "-m", f"services.{name}"], http_env(env))
-            self.children.append(child)
-            replicas[name] = {name: self._wait_http(child, port_file, HTTP_SERVICES[name][1])}
+            starting.append((name, name, child, port_file))
+        self.children.extend(child for _, _, child, _ in starting)
+        replicas: dict[str, dict[str, int]] = {}
+        for service, name, child, port_file in starting:
+            if service in SERVICES:
+                port = self._wait_service(child, port_file, SERVICES[service])
+            else:
+                port = self._wait_http(child, port_file, HTTP_SERVICES[service][1])
+            replicas.setdefault(service, {})[name] = port
             metrics[name] = self._wait_metrics(child)
 
         admin_port = free_port()

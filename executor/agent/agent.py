@@ -248,12 +248,14 @@ class Agent(ClientHosting):
             for runner in runners:
                 if runner.lost:
                     continue
-                # Events go out in batches about once a second (at once when a batch is full or
-                # the run has ended); an empty report is the heartbeat, every half interval.
+                # Metrics and log lines go out in batches about once a second; a batch goes at
+                # once when it is full, holds a status, an output or the result, or the run
+                # has ended. An empty report is the heartbeat, every half interval.
                 since = now - last_beat.get(runner.id, 0.0)
                 heartbeat = max(1.0, runner.task.report / 2 or 10.0)
                 full = runner.pending >= events.MAX_EVENTS
-                if since < BATCH_SECONDS and not runner.finished.is_set() and not full:
+                due = full or runner.finished.is_set() or runner.urgent
+                if since < BATCH_SECONDS and not due:
                     continue
                 batch = runner.unsent()
                 if batch or since >= heartbeat:

@@ -46,6 +46,8 @@ EXIT_GRACE_SECONDS = 60.0
 Register = Callable[["TaskRunner", str, str, str, int, dict[str, str]], artifact_pb2.Grant]
 # A download of an object the task reads (its snapshot, a state to resume from).
 ReadInput = Callable[["TaskRunner", str], artifact_pb2.Artifact]
+# The events that wait for the next batch; any other is sent at once.
+BATCHED = (events.Metric, events.Log, events.Stdio)
 
 
 class TaskRunner(Transfers):
@@ -135,6 +137,14 @@ class TaskRunner(Transfers):
             batch = self._events[start : start + events.MAX_EVENTS]
             self._sent = start + len(batch)
             return batch
+
+    @property
+    def urgent(self) -> bool:
+        """An event not yet sent says where the run stands (a status, an output, its
+        result): it goes out at once, not with the next batch of metrics and log lines."""
+        with self._lock:
+            unsent = self._events[max(self._sent, self.acked) :]
+            return any(not isinstance(event, BATCHED) for event in unsent)
 
     @property
     def pending(self) -> int:

@@ -3,7 +3,8 @@ stack (SQLite, then PostgreSQL) whose models directory holds a tiny random model
 base's modules and its family's targets; a LoRA job and a full job of each family train
 with the loss falling and reload with transformers and peft to the trainer's probe; a
 training client loads each; and a base whose files change after a job pinned them fails
-that job as `base_changed`."""
+that job as `base_changed`. Every family trains on SQLite; on PostgreSQL one does, since
+the store holds the same rows whatever the family."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from trainyard.training import pins
 
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+ON_POSTGRES = "llama"
 
 
 @pytest.fixture(scope="module", params=database_params())
@@ -112,6 +114,8 @@ def reloaded(base: Path, output: Path, mode: str) -> torch.nn.Module:
 def test_a_family_trains_lora_and_full_reloads_and_serves_a_client(
     stack: StackProcess, api: httpx.Client, family: str, tmp_path: Path
 ) -> None:
+    if stack.database_url.startswith("postgresql") and family != ON_POSTGRES:
+        pytest.skip(f"on PostgreSQL only {ON_POSTGRES} trains: the store does not change a family")
     name = f"tiny-{family}"
     base = stack.home / "models" / name
     created = {}

@@ -16,7 +16,7 @@ from services.artifacts.crypto import object_key
 from services.artifacts.objects import ObjectStore
 from services.core.config import Config
 
-RESTARTS = 20
+RESTARTS = 10
 # Small objects and one past the filer's 4 MiB chunk size, so its bytes span several chunks.
 SIZES = (1, 1000, 64 * 1024, 700_000, 5 * 1024 * 1024 + 3)
 

@@ -146,3 +146,13 @@ def test_a_trainer_stopped_by_a_cancel_before_it_could_answer_is_cancelled(
     task.cancel(grace=30)
     assert task.finished.wait(30)
     assert [(e.type, getattr(e, "status", "")) for e in task.unsent()] == [("status", "cancelled")]
+
+
+def test_a_status_goes_out_at_once_and_metrics_wait_for_their_batch(tmp_path: Path) -> None:
+    task = runner(tmp_path, lambda *_: artifact_pb2.Grant())
+    task._handle('{"type": "metric", "name": "loss", "step": 1, "value": 2.5}\n')
+    assert task.pending == 1 and not task.urgent
+    task._handle('{"type": "status", "status": "started"}\n')
+    assert task.urgent
+    assert [e.type for e in task.unsent()] == ["metric", "status"]
+    assert not task.urgent and task.pending == 0
