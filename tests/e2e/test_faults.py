@@ -1,7 +1,7 @@
 """kill -9 of each part of the stack in the middle of a training job: every service, Envoy
 and SeaweedFS come back where the others expect them and the job succeeds whole and charged
 exactly what was metered, once; a killed executor loses its job within the lease, as it
-must. On SQLite every part is killed; on PostgreSQL the parts that write to it."""
+must. On SQLite every part is killed; on PostgreSQL each service."""
 
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ JOB = {
     "resources": {"budget": 100},
     "hyperparameters": {"max_steps": STEPS},
 }
-# Killed on both stores: the parts whose crash can leave a database transaction half done.
-WRITERS = ["jobs", "claims", "meter"]
-# Killed on SQLite alone: what they do does not depend on the store.
-OTHERS = ["artifacts", "envoy", "seaweedfs"]
+# Killed on both stores: the services, whose crash can leave a transaction half done.
+WRITERS = ["jobs", "claims", "artifacts", "meter"]
+# Killed on SQLite alone: they hold no database connection.
+OTHERS = ["envoy", "seaweedfs"]
 # The stack's stores; the same index is the same stack for every test of the module.
 STORES = [
     "sqlite",
