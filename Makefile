@@ -72,16 +72,14 @@ endif
 	@echo "make: starting the stack (trainyard up); Ctrl-C stops it"
 	$(TLS_ENV) $(BIN)/trainyard up
 
-# Test modules run on TEST_WORKERS workers (pytest-xdist), a module on one of them, each
-# worker on its own ports, homes and stacks; then the end-to-end modules marked `alone`
-# (tests/e2e/conftest.py: they time leases, timeouts and restarts, or drive a browser) run
-# one at a time.
+# Unit and integration modules run on TEST_WORKERS workers (pytest-xdist), a module on one
+# of them, each worker on its own ports and homes. The end-to-end tests run one at a time:
+# their stacks train on the same two cores, and several check what a lease's timing does.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(NODE) $(CHROMIUM)
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/unit tests/integration
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS) tests/e2e
-	$(BIN)/pytest -m alone $(PYTEST_ARGS) tests/e2e
+	$(BIN)/pytest $(PYTEST_ARGS) tests/e2e
 
 lint: $(STAMP) $(NODE) $(PROMTOOL)
 	node --check gateway/console/app.js

@@ -10,33 +10,6 @@ from bench.stack import postgres_schema
 from tests.conftest import PG_URL, database_params
 from tests.support import StackProcess
 
-# Modules that run one at a time after the others, which run two at a time (`make test`):
-# their tests time what a lease, a timeout, a kill or a restart does, or drive a browser
-# whose waits are short, and two stacks training beside them would stretch those times.
-ALONE = {
-    "test_compare",
-    "test_console",
-    "test_console_keys",
-    "test_console_pins",
-    "test_executor",
-    "test_faults",
-    "test_first_contact_auth",
-    "test_first_contact_estimate",
-    "test_first_contact_small",
-    "test_fuzz",
-    "test_reliability",
-    "test_security_gateway",
-    "test_seed_client",
-    "test_supervision",
-    "test_webhooks",
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in ALONE:
-            item.add_marker(pytest.mark.alone)
-
 
 @pytest.fixture(scope="session")
 def session_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackProcess]:
