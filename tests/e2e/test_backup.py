@@ -152,4 +152,6 @@ def test_a_backup_taken_while_training_restores_into_a_new_home_whole(
             back.close()
         finally:
             again.stop()
+    # The source's busy job has served its purpose: it stops training beside later tests.
+    client.post(f"/v1/train/jobs/{busy_id}/cancel")
     client.close()

@@ -4,9 +4,10 @@ says: pointed at the gateway with `TINKER_BASE_URL` and a `tml-` key from
 tokenizer with no hub access, pipelines its calls, saves weights for a sampler and samples
 them, lists its runs and checkpoints; a wrong key is refused at once with a message that
 says what to do; another org's run answers as an unknown one; an executor killed under a
-call raises `RequestFailedError` rather than hanging. What reads stored rows (the loop,
-runs and checkpoints, saved state) runs on SQLite and PostgreSQL; the rest, which only the
-wire and the engine answer (the wire holds no database), on SQLite."""
+call raises `RequestFailedError` rather than hanging. What reads stored rows (runs and
+checkpoints, saved state) runs on SQLite and PostgreSQL; the rest, which only the wire and
+the engine answer (the wire holds no database), and the example's loop, whose rows those
+tests read already, on SQLite."""
 
 from __future__ import annotations
 
@@ -80,8 +81,9 @@ def service(stack: StackProcess, key: str) -> tinker.ServiceClient:
 
 
 def test_the_example_trains_unchanged_with_the_two_variables_and_no_hub(
-    stack: StackProcess, tmp_path: Path
+    on_sqlite: StackProcess, tmp_path: Path
 ) -> None:
+    stack = on_sqlite
     key = tinker_key(stack, f"org-{secrets.token_hex(4)}")
     env = {
         **os.environ,
