@@ -3,11 +3,12 @@ listener, SeaweedFS, the trainers' rendezvous), and published by those that can.
 
 A port is picked below the kernel's ephemeral range. One inside it can be handed out, to
 any connect or bind of port 0 on the machine, between the pick and the program's bind;
-one below it is taken only by a bind that names it. A process never hands out the same
-port twice: a program is often given several ports at once, all picked before any is bound."""
+one below it is taken only by a bind that names it. A process does not hand out a port it
+picked recently: a program is often given several at once, all picked before any is bound."""
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import socket
@@ -15,7 +16,8 @@ from pathlib import Path
 
 _RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10000  # below: the ports well-known servers are configured on
-_given: set[int] = set()  # every port this process has picked
+# The ports this process picked last: long since bound (or let go) by the time they drop out.
+_given: collections.deque[int] = collections.deque(maxlen=1024)
 
 
 def _picked_range() -> tuple[int, int]:
@@ -42,7 +44,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         for _ in range(200):
             port = random.randint(low, high)
             if port not in _given and _bindable(host, port):
-                _given.add(port)
+                _given.append(port)
                 return port
     with socket.socket() as sock:  # no room below the range: any free one
         sock.bind((host, 0))
