@@ -9,7 +9,6 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import httpx
@@ -18,24 +17,13 @@ from trainyard import packing
 from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2, provenance_pb2
 from trainyard.channels import Tls
 from trainyard.job.v1 import job_pb2
-from trainyard.sdk_base import TrainyardError
+from trainyard.sdk_base import Calls, TrainyardError
 
 
-class ArtifactMethods:
-    """The artifact calls of `Client`, which supplies `_call`, `get_job` and `tls`."""
+class ArtifactMethods(Calls):
+    """The artifact calls of `Client`, which supplies `get_job` and `tls` too."""
 
     tls: Tls
-
-    def _call(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        org: str | None = None,
-        **md: str,
-    ) -> Any:
-        raise NotImplementedError
 
     def get_job(self, job_id: str, *, by_number: bool = False, project: str = "") -> job_pb2.Job:
         raise NotImplementedError

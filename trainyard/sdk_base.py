@@ -1,9 +1,10 @@
-"""What the SDK's modules share: the error every call raises, and the channel to the
-gateway (`trainyard.channels`, which executors use too)."""
+"""What the SDK's modules share: the error every call raises, the channel to the gateway
+(`trainyard.channels`, which executors use too), and the one call its method groups make."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import grpc
 from grpc_status import rpc_status
@@ -11,7 +12,23 @@ from grpc_status import rpc_status
 from trainyard import rest
 from trainyard.channels import channel
 
-__all__ = ["TrainyardError", "channel"]
+__all__ = ["Calls", "TrainyardError", "channel"]
+
+
+class Calls:
+    """What each group of `trainyard.sdk.Client`'s methods stands on: `Client._call`, which
+    sends one request to the service that has `method`."""
+
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        org: str | None = None,
+        **md: str,
+    ) -> Any:
+        raise NotImplementedError
 
 
 class TrainyardError(Exception):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from trainyard.org.v1 import audit_pb2, key_pb2, limits_pb2, org_service_pb2
+from trainyard.sdk_base import Calls
 
 
 def rfc3339(value: dt.datetime | str | None) -> str:
@@ -22,19 +22,8 @@ def rfc3339(value: dt.datetime | str | None) -> str:
     return value.isoformat()
 
 
-class OrgMethods:
-    """The org calls of `Client`, which supplies `_call`."""
-
-    def _call(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float | None = None,
-        org: str | None = None,
-        **md: str,
-    ) -> Any:
-        raise NotImplementedError
+class OrgMethods(Calls):
+    """The org calls of `Client`."""
 
     def create_key(
         self,

@@ -8,16 +8,13 @@ Verify what arrives with the Standard Webhooks library of your language, e.g. in
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
+from trainyard.sdk_base import Calls
 from trainyard.webhook.v1 import webhook_pb2, webhook_service_pb2
 
 
-class WebhookMethods:
-    """The webhook calls of `Client`, which supplies `_call`."""
-
-    def _call(self, method: str, request: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+class WebhookMethods(Calls):
+    """The webhook calls of `Client`."""
 
     def create_webhook(
         self,
