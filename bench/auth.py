@@ -1,9 +1,10 @@
 """What reading a key on every call costs: the interceptor's `Authenticator.principal`,
 which looks the key up by its unique `key_hash` index on each call (so a revoked key is
 refused by the next one), beside a bare read unit of the same store (`SELECT 1`) in the
-same run, on SQLite and, when TRAINYARD_TEST_DATABASE_URL names one, PostgreSQL.
+same run, on SQLite and, when TRAINYARD_TEST_DATABASE_URL names one, PostgreSQL. Each
+figure is the p50 of a run's calls; the runs of the two are taken in turn.
 
-    python bench/auth.py [--calls 2000] [--concurrency 1,16]
+    python bench/auth.py [--calls 1000] [--runs 5] [--concurrency 1,16]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.figures import Figure, report
 from bench.stack import postgres_schema
 from services.core import auth
 from services.core.rpc import Authenticator
@@ -49,13 +51,7 @@ async def measure(
     return latencies
 
 
-def line(name: str, latencies: list[float], seconds: float) -> str:
-    p50 = statistics.median(latencies) * 1e6
-    p99 = statistics.quantiles(latencies, n=100)[98] * 1e6
-    return f"  {name:<28} {len(latencies) / seconds:8.0f}/s  p50 {p50:7.0f} µs  p99 {p99:7.0f} µs"
-
-
-async def bench(store: Store, calls: int, levels: list[int]) -> None:
+async def bench(database: str, store: Store, calls: int, n: int, levels: list[int]) -> None:
     with store.unit() as session:
         _, key = auth.create_key(session, org="bench", role="member")
     metadata = {"authorization": f"Bearer {key}"}
@@ -65,25 +61,37 @@ async def bench(store: Store, calls: int, levels: list[int]) -> None:
         with store.unit(write=False) as session:
             session.execute(sa.text("SELECT 1"))
 
-    paths: dict[str, Callable[[], Awaitable[object]]] = {
-        "bare read unit (baseline)": lambda: asyncio.to_thread(bare),
-        "key read per call": lambda: authenticator.principal(metadata),
-    }
     for concurrency in levels:
-        print(f" concurrency {concurrency}")
-        figures = {}
-        for name, call in paths.items():
-            began = time.perf_counter()
-            latencies = await measure(call, calls, concurrency)
-            figures[name] = statistics.median(latencies)
-            print(line(name, latencies, time.perf_counter() - began))
-        ratio = figures["key read per call"] / figures["bare read unit (baseline)"]
-        print(f"  key read ÷ baseline (p50)    {ratio:.2f}")
+        p50s: tuple[list[float], list[float]] = ([], [])
+        p99s: list[float] = []
+        for _ in range(n):
+            p50s[1].append(
+                statistics.median(
+                    await measure(lambda: asyncio.to_thread(bare), calls, concurrency)
+                )
+                * 1e6
+            )
+            latencies = await measure(lambda: authenticator.principal(metadata), calls, concurrency)
+            p50s[0].append(statistics.median(latencies) * 1e6)
+            p99s.append(statistics.quantiles(latencies, n=100)[98] * 1e6)
+        report(
+            Figure(
+                bench="auth",
+                name=f"key read per call, {database}, concurrency {concurrency} (p50)",
+                unit="µs",
+                runs=p50s[0],
+                baseline=f"bare read unit (SELECT 1), concurrency {concurrency}",
+                baseline_unit="µs",
+                baseline_runs=p50s[1],
+                note=f"p99 {statistics.median(p99s):,.0f} µs; {calls} calls a run",
+            )
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=1000, help="calls a run")
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--concurrency", default="1,16")
     args = parser.parse_args()
     levels = [int(n) for n in args.concurrency.split(",")]
@@ -95,8 +103,7 @@ def main() -> None:
         for name, database in found:
             store = open_store(database)
             try:
-                print(name)
-                asyncio.run(bench(store, args.calls, levels))
+                asyncio.run(bench(name, store, args.calls, args.runs, levels))
             finally:
                 store.dispose()
 
