@@ -1,20 +1,27 @@
 """Upload and download throughput through the whole path a user takes: grant from the
 gateway, PUT straight to the object store (SSE-C), read-back confirmation (the rows
-checked as a dataset), presigned GET
-with verification — against one stack started for the run.
+checked as a dataset), presigned GET with verification — against one stack started for
+the run, each beside a bare S3 PUT and GET of the same size on the same object store (no
+grant, no SSE-C, no check), the runs of the two taken in turn. An upload's figure runs
+until it is confirmed, as a bare PUT's runs until the store answers; its note splits it
+into sending the bytes and confirming them. Each run uploads new rows: an upload the org
+holds already sends nothing.
 
-    python bench/artifacts.py [--sizes 1,16,64] (MiB)
+    python bench/artifacts.py [--sizes 1,16,64] (MiB) [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from bench.figures import Figure, report, s3_seconds
 from bench.stack import running
+from infra.objectstore import credentials
 from trainyard.sdk import Client
 
 
@@ -31,32 +38,53 @@ def rows(size: int) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1,16,64", help="object sizes in MiB")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'size MiB':>9} {'upload MiB/s':>13} {'confirm s':>10} {'download MiB/s':>15}")
     with (
-        running() as (ends, keys, _),
+        running() as (ends, keys, config),
         Client(ends.gateway_url, keys["member"]) as client,
         tempfile.TemporaryDirectory() as work,
     ):
+        access, secret, _ = credentials(config.home)
         for mib in (int(s) for s in args.sizes.split(",")):
-            source = Path(work) / f"blob-{mib}"
-            source.write_bytes(rows(mib * 1024 * 1024))
-            marks: dict[str, float] = {}
+            upload, sending, confirm, download, bare_put, bare_get = [], [], [], [], [], []
+            for run in range(args.runs):
+                data = rows(mib * 1024 * 1024)
+                put, got = s3_seconds(ends.s3_endpoint, access, secret, config.s3_bucket, data)
+                bare_put.append(mib / put)
+                bare_get.append(mib / got)
+                source = Path(work) / f"blob-{mib}-{run}"
+                source.write_bytes(data)
+                marks: dict[str, float] = {}
 
-            def progress(done: int, total: int, marks: dict[str, float] = marks) -> None:
-                if done >= total:
-                    marks.setdefault("sent", time.perf_counter())
+                def progress(done: int, total: int, marks: dict[str, float] = marks) -> None:
+                    if done >= total:
+                        marks.setdefault("sent", time.perf_counter())
 
-            started = time.perf_counter()
-            artifact = client.upload(source, progress=progress)
-            confirmed = time.perf_counter()
-            sent = marks.get("sent", confirmed)
-            client.download(artifact.sha256, Path(work) / f"back-{mib}")
-            downloaded = time.perf_counter()
-            print(
-                f"{mib:>9} {mib / (sent - started):>13.1f} {confirmed - sent:>10.2f} "
-                f"{mib / (downloaded - confirmed):>15.1f}"
-            )
+                started = time.perf_counter()
+                artifact = client.upload(source, progress=progress)
+                confirmed = time.perf_counter()
+                sent = marks.get("sent", confirmed)
+                client.download(artifact.sha256, Path(work) / f"back-{mib}-{run}")
+                downloaded = time.perf_counter()
+                upload.append(mib / (confirmed - started))
+                sending.append(mib / (sent - started))
+                confirm.append(confirmed - sent)
+                download.append(mib / (downloaded - confirmed))
+            report(
+                Figure(
+                    "artifacts", f"upload to confirmed, {mib} MiB", "MiB/s", upload,
+                    f"bare S3 PUT, {mib} MiB", "MiB/s", bare_put,
+                    note=f"bytes sent at {statistics.median(sending):.1f} MiB/s, then confirmed "
+                    f"(rows read back) in {statistics.median(confirm):.2f} s",
+                )
+            )  # fmt: skip
+            report(
+                Figure(
+                    "artifacts", f"download, {mib} MiB", "MiB/s", download,
+                    f"bare S3 GET, {mib} MiB", "MiB/s", bare_get,
+                )
+            )  # fmt: skip
 
 
 if __name__ == "__main__":
