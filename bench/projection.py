@@ -3,11 +3,12 @@ run, for a readout and for a full job on `fixture-tiny-decider`.
 
 Each job is created as a create admits it (`protect.suites` the three known suites),
 then run by the trainer as the executor runs it; ms/step is its `training_seconds` over
-its steps (one evaluation, at the end). The job without projection runs before and
-after the one with it, so drift on a shared machine falls on both sides. The subspace's
-one-off cost (the protected Jacobian and its SVD, at start) is timed apart, in process.
+its steps (one evaluation, at the end). The job without projection is the baseline: it
+runs first and after each run with projection, so drift on a shared machine falls on both
+sides. The subspace's one-off cost (the protected Jacobian and its SVD, at start) is
+timed apart, in process, and printed in the figure's note.
 
-    python bench/projection.py [--steps 300]
+    python bench/projection.py [--steps 300] [--runs 3]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from bench.figures import Figure, report
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.validation import parse_json_job
@@ -101,20 +103,28 @@ def subspace(mode: str) -> tuple[float, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=3, help="runs with projection")
     args = parser.parse_args()
-    print(
-        f"decision job, {args.steps} steps, effective batch 16, CPU, 1 thread of {os.cpu_count()} cores"
-    )
+    setting = f"{args.steps} steps, effective batch 16, CPU, 1 thread of {os.cpu_count()} cores"
     for mode in ("readout", "full"):
-        before = ms_per_step(job(mode, False, args.steps))
-        projected = ms_per_step(job(mode, True, args.steps))
-        after = ms_per_step(job(mode, False, args.steps))
-        plain = (before + after) / 2
+        plain = [ms_per_step(job(mode, False, args.steps))]
+        projected = []
+        for _ in range(args.runs):
+            projected.append(ms_per_step(job(mode, True, args.steps)))
+            plain.append(ms_per_step(job(mode, False, args.steps)))
         seconds, directions, mib = subspace(mode)
-        print(
-            f"{mode:8s} without projection {plain:6.2f} ms/step (runs {before:.2f}, {after:.2f}); "
-            f"with {projected:6.2f} ms/step; ratio {projected / plain:.2f}; "
-            f"subspace {directions} directions, {mib:.1f} MiB, built in {seconds:.2f} s"
+        report(
+            Figure(
+                bench="projection",
+                name=f"decision job, {mode}, with projection",
+                unit="ms/step",
+                runs=projected,
+                baseline="the same job without projection",
+                baseline_unit="ms/step",
+                baseline_runs=plain,
+                note=f"{setting}; subspace {directions} directions, {mib:.1f} MiB, built in "
+                f"{seconds:.2f} s",
+            )
         )
 
 
