@@ -1,10 +1,11 @@
 """The official `tinker` SDK through the Tinker wire against the same work in-process:
 one training step (`forward_backward` on one datum of 32 tokens, then `optim_step`) on
 `fixture-tiny-llm`, and sampling tokens a second (greedy, 32 new tokens). The in-process
-figures run `executor.engines.lora.Engine` on the same base in this process; the ratio is
-what the SDK, the gateway, the wire, the services, the store and the executor's stream add.
+baselines run `executor.engines.lora.Engine` on the same base in this process, first, on a
+quiet machine; the ratio is what the SDK, the gateway, the wire, the services, the store
+and the executor's stream add. Each run's figure is the p50 of its calls.
 
-    python bench/tinker_sdk.py [--steps 30] [--warmup 5] [--samples 10]
+    python bench/tinker_sdk.py [--runs 5] [--steps 10] [--warmup 5] [--samples 3]
 
 It starts a stack of its own (SQLite; `--database postgresql` with
 TRAINYARD_TEST_DATABASE_URL set) whose members create clients.
@@ -13,10 +14,10 @@ TRAINYARD_TEST_DATABASE_URL set) whose members create clients.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
-from bench.clients import figures, timed
+from bench.clients import p50s, spread, timed
+from bench.figures import Figure, report
 
 BASE = "fixture-tiny-llm"
 RANK = 8
@@ -26,7 +27,10 @@ NEW_TOKENS = 32
 LR = 1e-3
 
 
-def in_process(steps: int, warmup: int, samples: int) -> tuple[list[float], list[float]]:
+Runs = list[list[float]]
+
+
+def in_process(runs: int, steps: int, warmup: int, samples: int) -> tuple[Runs, Runs]:
     from executor.engines.lora import Engine
 
     engine = Engine(BASE, {"rank": RANK}, SEED)
@@ -49,12 +53,15 @@ def in_process(steps: int, warmup: int, samples: int) -> tuple[list[float], list
         "num_samples": 1,
         "sampling_params": {"max_tokens": NEW_TOKENS, "temperature": 0.0},
     }
-    return timed(step, steps, warmup), timed(lambda: engine.sample(sample), samples, 1)
+    return (
+        timed(step, runs, steps, warmup),
+        timed(lambda: engine.sample(sample), runs, samples, 1),
+    )
 
 
 def through_sdk(
-    url: str, key: str, steps: int, warmup: int, samples: int
-) -> tuple[list[float], list[float]]:
+    url: str, key: str, runs: int, steps: int, warmup: int, samples: int
+) -> tuple[Runs, Runs]:
     import tinker
     from tinker import types
 
@@ -82,24 +89,24 @@ def through_sdk(
             fwd.result()
             opt.result()
 
-        stepped = timed(step, steps, warmup)
+        stepped = timed(step, runs, steps, warmup)
         saved = training.save_weights_for_sampler("bench").result()
         sampler = service.create_sampling_client(model_path=saved.path).result()
         params = types.SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0)
         prompt = types.ModelInput.from_ints(IDS[:8])
-        sampled = timed(lambda: sampler.sample(prompt, 1, params).result(), samples, 1)
+        sampled = timed(lambda: sampler.sample(prompt, 1, params).result(), runs, samples, 1)
     return stepped, sampled
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10, help="steps a run")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--samples", type=int, default=10)
+    parser.add_argument("--samples", type=int, default=3, help="samples a run")
     parser.add_argument("--database", default="sqlite", choices=("sqlite", "postgresql"))
     args = parser.parse_args()
-    # In-process first, on a quiet machine.
-    local_steps, local_samples = in_process(args.steps, args.warmup, args.samples)
+    local_steps, local_samples = in_process(args.runs, args.steps, args.warmup, args.samples)
     from bench.stack import running
     from infra.stack import ensure_key
 
@@ -108,18 +115,37 @@ def main() -> None:
             config, config.home / "tinker.key", org="bench", role="member", label="bench"
         )
         remote_steps, remote_samples = through_sdk(
-            ends.gateway_url, f"tml-{key}", args.steps, args.warmup, args.samples
+            ends.gateway_url, f"tml-{key}", args.runs, args.steps, args.warmup, args.samples
         )
-    print(f"one step (forward_backward + optim_step), 1 datum x 32 tokens, {BASE}, "
-          f"{args.steps} steps after {args.warmup} warm-ups; {args.database}")  # fmt: skip
-    print(f"{'path':<20} {'p50 ms':>8} {'p90 ms':>8} {'mean ms':>8}")
-    for name, seconds in (("tinker SDK, gateway", remote_steps), ("in-process", local_steps)):
-        p50, p90, mean = figures(seconds)
-        print(f"{name:<20} {p50:>8.2f} {p90:>8.2f} {mean:>8.2f}")
-    print(f"SDK / in-process: {figures(remote_steps)[0] / figures(local_steps)[0]:.2f}x (p50)")
-    for name, seconds in (("tinker SDK, gateway", remote_samples), ("in-process", local_samples)):
-        rate = NEW_TOKENS / statistics.median(seconds)
-        print(f"sampling {name:<20} {rate:>8.1f} tokens/s ({NEW_TOKENS} new tokens, p50)")
+    report(
+        Figure(
+            bench="tinker_sdk",
+            name=f"step (forward_backward + optim_step), 1 datum x 32 tokens, {args.database} (p50)",
+            unit="ms",
+            runs=p50s(remote_steps),
+            baseline="the same step in-process",
+            baseline_unit="ms",
+            baseline_runs=p50s(local_steps),
+            note=f"{spread(remote_steps)}; in-process {spread(local_steps)}; "
+            f"{args.steps} steps a run",
+        )
+    )
+
+    def rates(runs: Runs) -> list[float]:
+        return [NEW_TOKENS * 1000 / ms for ms in p50s(runs)]
+
+    report(
+        Figure(
+            bench="tinker_sdk",
+            name=f"sampling, greedy, {NEW_TOKENS} new tokens, {args.database} (p50)",
+            unit="tokens/s",
+            runs=rates(remote_samples),
+            baseline="the same sampling in-process",
+            baseline_unit="tokens/s",
+            baseline_runs=rates(local_samples),
+            note=f"{args.samples} samples a run",
+        )
+    )
 
 
 if __name__ == "__main__":
