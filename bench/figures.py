@@ -234,9 +234,12 @@ def commit_rate(database_url: str, seconds: float = 2.0, rows: int = 1) -> float
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("value", sa.Float),
     )
-    table.create(engine, checkfirst=True)
+    # Every statement as a write unit (BEGIN IMMEDIATE on SQLite): the scratch table's
+    # check-then-create, read then written, would otherwise fail at once beside a stack's
+    # writers instead of queueing.
+    write = engine.execution_options(trainyard_write=True)
+    table.create(write, checkfirst=True)
     try:
-        write = engine.execution_options(trainyard_write=True)
         count = 0
         began = time.perf_counter()
         while time.perf_counter() - began < seconds:
@@ -245,7 +248,7 @@ def commit_rate(database_url: str, seconds: float = 2.0, rows: int = 1) -> float
             count += 1
         return count / (time.perf_counter() - began)
     finally:
-        table.drop(engine)
+        table.drop(write)
         engine.dispose()
 
 

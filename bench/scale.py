@@ -9,10 +9,17 @@ replicas of every service behind Envoy. Everything goes through the gateway.
 - the gateway's own throughput, measured by `wrk` (a native load generator): a route
   Envoy answers itself and a REST read it sends to JobService.
 
+Each beside a baseline measured in the same run, with the stack up: a bare grpc.aio unary
+echo round trip (ListJobs), a bare commit on the same store (claim latency), a bare
+grpc.aio server holding as many streams (memory), bare commits of a report's rows on the
+same store (ingestion), a bare Envoy answering every request itself (the gateway).
+ListJobs, claim latency and the gateway are measured `--runs` times, in turn with their
+baselines; ingestion in `--runs` windows of `--seconds` each, one after another.
+
 The executors are simulated: a few processes, each holding its share of the streams on
 one channel, answering assignments and reporting as an executor does.
 
-    python -m bench.scale [--executors 1000] [--jobs 10000] [--reporting 200]
+    python -m bench.scale [--executors 1000] [--jobs 10000] [--reporting 200] [--runs 3]
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import itertools
 import json
 import multiprocessing
 import queue
@@ -35,6 +43,18 @@ import grpc
 import sqlalchemy as sa
 from google.protobuf import struct_pb2
 
+from bench.figures import (
+    ECHO,
+    PAYLOAD,
+    Figure,
+    commit_rate,
+    echo_server,
+    envoy_direct,
+    hold_streams,
+    paired,
+    report,
+    rss_mb,
+)
 from bench.stack import databases, running
 from services.core import ids
 from services.core.store import create_engine
@@ -46,6 +66,8 @@ SUPPORTS = task_pb2.Supports(adaptations=["full"], outputs=["checkpoint"])
 PROCESSES = 4
 BATCH = 500
 IN_FLIGHT = 2
+CLAIMS = 10  # jobs a run of claim latency
+WRK_SECONDS = 3
 
 
 def pct(values: Sequence[float], q: int) -> float:
@@ -59,7 +81,8 @@ def pct(values: Sequence[float], q: int) -> float:
 
 class Executor:
     """One executor's stream: it answers each assignment, and reports on the task for
-    `seconds` once `go` is set when its machine is one that reports."""
+    `windows` windows of `seconds` once `go` is set when its machine is one that reports,
+    counting the events acknowledged in each window."""
 
     def __init__(self, stub: Any, md: list[tuple[str, str]], machine: str, reports: bool) -> None:
         self.stub, self.md, self.machine, self.reports = stub, md, machine, reports
@@ -76,7 +99,9 @@ class Executor:
         while (item := await self.outbox.get()) is not None:
             yield item
 
-    async def run(self, connected: asyncio.Event, out: Any, go: Any, seconds: float) -> None:
+    async def run(
+        self, connected: asyncio.Event, out: Any, go: Any, seconds: float, windows: int
+    ) -> None:
         call = self.stub.Connect(self.requests(), metadata=self.md)
         while (message := await call.read()) is not grpc.aio.EOF:
             kind = message.WhichOneof("kind")
@@ -86,18 +111,24 @@ class Executor:
                 out.put(("assigned", message.assignment.job.id, time.time()))
                 if self.reports:
                     task = message.assignment.task
-                    self.reporting.add(asyncio.create_task(self.report(task, out, go, seconds)))
+                    reporting = self.report(task, out, go, seconds, windows)
+                    self.reporting.add(asyncio.create_task(reporting))
             elif kind == "ack":
                 self.acks.put_nowait(message.ack)
 
-    async def report(self, task: Any, out: Any, go: Any, seconds: float) -> None:
+    async def report(self, task: Any, out: Any, go: Any, seconds: float, windows: int) -> None:
         await asyncio.to_thread(go.wait)
         seq, acked, in_flight = 0, 0, 0
+        counts = [0] * windows
+        span = seconds * windows
         began = time.perf_counter()
-        while time.perf_counter() - began < seconds or in_flight:
-            if in_flight == IN_FLIGHT or time.perf_counter() - began >= seconds:
+        while time.perf_counter() - began < span or in_flight:
+            if in_flight == IN_FLIGHT or time.perf_counter() - began >= span:
                 ack = await self.acks.get()
                 assert not ack.reason, ack.reason
+                window = int((time.perf_counter() - began) // seconds)
+                if window < windows:  # acknowledged after the last window: not counted
+                    counts[window] += ack.seq - acked
                 acked, in_flight = ack.seq, in_flight - 1
                 continue
             events = [
@@ -107,12 +138,12 @@ class Executor:
             seq, in_flight = seq + BATCH, in_flight + 1
             report = claim_service_pb2.StreamReport(task=task.id, lease=task.lease, events=events)
             await self.outbox.put(claim_service_pb2.ConnectRequest(report=report))
-        out.put(("reported", acked, time.perf_counter() - began))
+        out.put(("reported", counts, time.perf_counter() - began))
 
 
 def simulate(
     target: str, key: str, machines: list[str], reporting: set[str], out: Any, go: Any,
-    seconds: float,
+    seconds: float, windows: int,
 ) -> None:  # fmt: skip
     """A process's share of the executors, until it is terminated."""
 
@@ -123,7 +154,7 @@ def simulate(
             executors = [Executor(stub, md, m, m in reporting) for m in machines]
             events = [asyncio.Event() for _ in executors]
             runs = [
-                asyncio.create_task(e.run(ev, out, go, seconds))
+                asyncio.create_task(e.run(ev, out, go, seconds, windows))
                 for e, ev in zip(executors, events, strict=True)
             ]
             for event in events:
@@ -176,34 +207,56 @@ def create(stub: Any, md: list[tuple[str, str]], machine: str) -> str:
     return str(stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md).id)
 
 
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
-
-
-def wrk(url: str, headers: dict[str, str]) -> str:
-    if shutil.which("wrk") is None:
-        return "wrk is not installed (apt-get install wrk)"
-    argv = ["wrk", "-t2", "-c64", "-d5s", *(f"-H{k}: {v}" for k, v in headers.items()), url]
+def wrk(url: str, headers: dict[str, str], seconds: int) -> tuple[float, str]:
+    """Requests a second `wrk` gets from `url` in `seconds`, and a note of its latency and
+    of answers that were not 2xx."""
+    argv = [
+        "wrk",
+        "-t2",
+        "-c64",
+        f"-d{seconds}s",
+        *(f"-H{k}: {v}" for k, v in headers.items()),
+        url,
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
     latency = re.search(r"Latency\s+(\S+)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return (
-        f"{float(rate.group(1)) if rate else 0:,.0f} requests/s, mean latency "
-        f"{latency.group(1) if latency else '?'}"
-        + (f", {non2xx.group(1)} not 2xx" if non2xx else "")
+    note = f"mean latency {latency.group(1) if latency else '?'}" + (
+        f", {non2xx.group(1)} not 2xx" if non2xx else ""
     )
+    return float(rate.group(1)) if rate else 0.0, note
 
 
-def measure(database: str, executors: int, jobs: int, reporting: int, seconds: float) -> None:
+def echo_p50(call: Any, calls: int) -> float:
+    """The p50 of `calls` bare unary echo round trips, in milliseconds."""
+    seconds = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        call(PAYLOAD)
+        seconds.append(time.perf_counter() - began)
+    return statistics.median(seconds) * 1000
+
+
+def measure(
+    database: str, executors: int, jobs: int, reporting: int, seconds: float, n: int
+) -> None:
     replicas = 2 if database == "postgresql" else 1
-    label = f"[{database}, {replicas} replica{'s' if replicas > 1 else ''} of each service]"
+    label = f"{database}, {replicas} replica{'s' if replicas > 1 else ''}"
     env = {"TRAINYARD_LOCAL_EXECUTOR": "0", "TRAINYARD_QUEUE_LIMIT": str(4 * reporting + 100)}
     if replicas > 1:
         env["TRAINYARD_REPLICAS"] = str(replicas)
-    with running(database, **env) as (ends, keys, config):
+    # Reported once the stack has stopped, so printing takes nothing from a measurement.
+    figures: list[Figure] = []
+
+    def figure(name: str, unit: str, runs: list[float], baseline: str, base_unit: str,
+               base_runs: list[float], note: str = "") -> None:  # fmt: skip
+        figures.append(
+            Figure("scale", f"{name} [{label}]", unit, runs, baseline, base_unit, base_runs,
+                   note=note)
+        )  # fmt: skip
+
+    with running(database, **env) as (ends, keys, config), echo_server() as (echo, echo_pid):
         target = f"127.0.0.1:{ends.gateway_port}"
         member = [("authorization", f"Bearer {keys['member']}")]
         stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
@@ -228,6 +281,7 @@ def measure(database: str, executors: int, jobs: int, reporting: int, seconds: f
                     out,
                     go,
                     seconds,
+                    n,
                 ),
                 daemon=True,
             )
@@ -240,21 +294,46 @@ def measure(database: str, executors: int, jobs: int, reporting: int, seconds: f
             while connected < executors:
                 kind, count, _ = out.get(timeout=300)
                 connected += count if kind == "connected" else 0
+            print(f"[scale] {label}: seeded {jobs:,} jobs in {seeded:.1f} s; "
+                  f"{executors:,} executors connected", flush=True)  # fmt: skip
             info = json.loads((config.run_dir / "stack.json").read_text())
             claims_rss = [
                 rss_mb(int(pid)) for name, pid in info["pids"].items() if name.startswith("claims")
             ]
-            pages = list_jobs(target, keys["member"])
+            bare_rss = asyncio.run(hold_streams(echo, echo_pid, executors))
+            figure(f"ClaimService resident memory with {executors:,} streams", "MB", claims_rss,
+                   f"bare grpc.aio server holding {executors:,} streams", "MB", [bare_rss],
+                   "one run a replica")  # fmt: skip
 
-            latencies = []
-            for machine in machines[reporting : reporting + 30]:
-                started = time.time()
-                job_id = create(stub, member, machine)
-                while True:
-                    kind, assigned, at = out.get(timeout=60)
-                    if kind == "assigned" and assigned == job_id:
-                        latencies.append(at - started)
-                        break
+            echo_call = grpc.insecure_channel(echo).unary_unary(ECHO)
+            walks: list[list[float]] = []
+            echoes = []
+            for _ in range(n):
+                echoes.append(echo_p50(echo_call, 100))
+                walks.append(list_jobs(target, keys["member"]))
+            p99 = statistics.median(pct(pages, 99) for pages in walks)
+            figure(f"ListJobs, pages of 100 through {jobs:,} jobs (p50)", "ms",
+                   [pct(pages, 50) for pages in walks], "bare unary echo round trip (p50)", "ms",
+                   echoes, f"{len(walks[0])} pages a run; p99 {p99:.1f} ms")  # fmt: skip
+
+            claims, commits, every = [], [], []
+            free = iter(machines[reporting:])
+            for _ in range(n):
+                commits.append(1000 / commit_rate(config.database_url, seconds=1.0))
+                latencies = []
+                for machine in itertools.islice(free, CLAIMS):
+                    started = time.time()
+                    job_id = create(stub, member, machine)
+                    while True:
+                        kind, assigned, at = out.get(timeout=60)
+                        if kind == "assigned" and assigned == job_id:
+                            latencies.append(at - started)
+                            break
+                claims.append(pct(latencies, 50))
+                every += latencies
+            figure(f"claim latency with {executors:,} streams connected (p50)", "ms", claims,
+                   "bare commit on the same store", "ms", commits,
+                   f"{CLAIMS} jobs a run; p99 of all {pct(every, 99):.0f} ms")  # fmt: skip
 
             for machine in sorted(reporters):
                 create(stub, member, machine)
@@ -262,45 +341,58 @@ def measure(database: str, executors: int, jobs: int, reporting: int, seconds: f
             while assigned < reporting:
                 kind, _, _ = out.get(timeout=120)
                 assigned += kind == "assigned"
+            rows = [BATCH * commit_rate(config.database_url, rows=BATCH) for _ in range(n)]
             go.set()
-            acked, spans = 0, []
+            windows = [0] * n
             for _ in range(reporting):
-                kind, count, span = out.get(timeout=seconds + 120)
+                kind, counts, _ = out.get(timeout=seconds * n + 120)
                 while kind != "reported":
-                    kind, count, span = out.get(timeout=seconds + 120)
-                acked, spans = acked + count, [*spans, span]
-            gateway = {
-                "Envoy's own health answer": wrk(f"{ends.gateway_url}/healthz", {}),
-                "REST GET /v1/train/models (to JobService)": wrk(
-                    f"{ends.gateway_url}/v1/train/models",
-                    {"Authorization": f"Bearer {keys['member']}"},
-                ),
-            }
+                    kind, counts, _ = out.get(timeout=seconds * n + 120)
+                windows = [a + b for a, b in zip(windows, counts, strict=True)]
+            figure(f"durable ingestion, {reporting} tasks reporting at once", "events/s",
+                   [count / seconds for count in windows],
+                   f"bare commits of {BATCH} rows on the same store", "rows/s", rows,
+                   f"{BATCH} events a report; {sum(windows):,} events in {n} windows of "
+                   f"{seconds:g} s")  # fmt: skip
+
+            if shutil.which("wrk") is None:
+                print("[scale] wrk is not installed (apt-get install wrk): no gateway figures")
+            else:
+                gateway(ends.gateway_url, keys["member"], n, figure)
         finally:
             for sim in sims:
                 sim.terminate()
             for sim in sims:
                 sim.join(10)
     with_queue_drained(out)
-    print(f"{label} seeded {jobs:,} jobs in {seeded:.1f} s; {executors:,} executors connected")
-    print(
-        f"{label} ListJobs, {len(pages)} pages of 100: p50 {pct(pages, 50):.1f} ms, "
-        f"p99 {pct(pages, 99):.1f} ms"
-    )
-    print(
-        f"{label} claim latency with {executors:,} streams connected ({len(latencies)} jobs): "
-        f"p50 {pct(latencies, 50):.0f} ms, p99 {pct(latencies, 99):.0f} ms"
-    )
-    print(
-        f"{label} ClaimService resident memory with {executors:,} streams: "
-        + ", ".join(f"{mb:.0f} MB" for mb in claims_rss)
-    )
-    print(
-        f"{label} durable ingestion, {reporting} tasks reporting at once: "
-        f"{acked / max(spans):,.0f} events/s ({acked:,} events, {BATCH} a report)"
-    )
-    for what, figure in gateway.items():
-        print(f"{label} gateway, {what}: {figure}")
+    for found in figures:
+        report(found)
+
+
+def gateway(url: str, member: str, n: int, figure: Any) -> None:
+    """The gateway under `wrk`, `n` runs of each route in turn with a bare Envoy's."""
+    routes = {
+        "Envoy's own health answer": (f"{url}/healthz", {}),
+        "REST GET /v1/train/models (to JobService)": (
+            f"{url}/v1/train/models",
+            {"Authorization": f"Bearer {member}"},
+        ),
+    }
+    with envoy_direct() as bare_url:
+        for what, (route, headers) in routes.items():
+            notes: list[str] = []
+
+            def load(
+                route: str = route, headers: dict[str, str] = headers, notes: list[str] = notes
+            ) -> float:
+                rate, note = wrk(route, headers, WRK_SECONDS)
+                notes.append(note)
+                return rate
+
+            rates, bares = paired(load, lambda: wrk(bare_url, {}, WRK_SECONDS)[0], n)
+            figure(f"gateway, {what}, wrk -c64", "requests/s", rates,
+                   "bare Envoy direct response, wrk -c64", "requests/s", bares,
+                   "; ".join(notes))  # fmt: skip
 
 
 def with_queue_drained(out: Any) -> None:
@@ -317,10 +409,11 @@ def main() -> None:
     parser.add_argument("--executors", type=int, default=1000)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--reporting", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=4.0, help="one ingestion window")
+    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     for database in databases():
-        measure(database, args.executors, args.jobs, args.reporting, args.seconds)
+        measure(database, args.executors, args.jobs, args.reporting, args.seconds, args.runs)
 
 
 if __name__ == "__main__":
