@@ -98,16 +98,19 @@ gen: $(STAMP)
 check-gen: $(STAMP)
 	PYTHON=$(BIN)/python infra/gen-protos.sh --check
 
+# Each script prints its figures beside their baselines and adds them to one table
+# (bench/figures.py), printed at the end, after a script that failed too; the target then
+# fails. PostgreSQL is measured too when TRAINYARD_TEST_DATABASE_URL names one.
+BENCHES := unary auth artifacts claims training projection clients tinker_sdk scale
+
 bench: $(STAMP) $(WRK)
-	$(BIN)/python bench/unary.py
-	$(BIN)/python bench/auth.py
-	$(BIN)/python bench/artifacts.py
-	$(BIN)/python bench/claims.py
-	$(BIN)/python bench/training.py
-	$(BIN)/python bench/projection.py
-	$(BIN)/python bench/clients.py
-	$(BIN)/python bench/tinker_sdk.py
-	$(BIN)/python bench/scale.py
+	@table=$$(mktemp); failed=; \
+	for name in $(BENCHES); do \
+	  echo "make: bench/$$name.py"; \
+	  TRAINYARD_BENCH_TABLE=$$table $(BIN)/python bench/$$name.py || failed="$$failed $$name"; \
+	done; \
+	$(BIN)/python -m bench.figures $$table; rm -f $$table; \
+	if [ -n "$$failed" ]; then echo "make: failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) node_modules .trainyard .pytest_cache .mypy_cache .ruff_cache
