@@ -336,22 +336,19 @@ def table(figures: Sequence[Figure]) -> str:
         "figure",
         "median (min–max, n)",
         "baseline",
-        "baseline median",
+        "median (min–max, n)",
         "ratio",
         "goal",
     )
     rows = [header]
     for f in figures:
-        spread = f"{_num(f.value.median)} {f.unit}"
-        if len(f.runs) > 1:
-            spread += f" ({_num(min(f.runs))}–{_num(max(f.runs))}, {len(f.runs)})"
         rows.append(
             (
                 f.bench,
                 f.name,
-                spread,
+                _cell(f.runs, f.unit),
                 f.baseline,
-                f"{_num(f.base.median)} {f.baseline_unit}",
+                _cell(f.baseline_runs, f.baseline_unit),
                 f"{f.ratio:.3g}",
                 f.verdict,
             )
@@ -360,6 +357,14 @@ def table(figures: Sequence[Figure]) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _cell(runs: list[float], unit: str) -> str:
+    """A table's cell: the median, then the range and the count of runs when more than one."""
+    found = f"{_num(statistics.median(runs))} {unit}"
+    if len(runs) > 1:
+        found += f" ({_num(min(runs))}–{_num(max(runs))}, {len(runs)})"
+    return found
 
 
 def _num(x: float) -> str:
