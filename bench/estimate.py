@@ -1,7 +1,8 @@
 """The estimate against what a run cost: fixture jobs, each estimated, then created and
 run on a stack with its local executor, one after another; each one's estimate ÷ actual
 in device-seconds and in price (the first from the base profile, the later ones from the
-step times the runs before measured), then the median ratio.
+step times the runs before measured). The estimates are reported as figures beside what
+the runs cost, their baseline, in device-seconds and in price.
 
     python bench/estimate.py [--steps 20] [--runs 4]
 """
@@ -16,6 +17,7 @@ from typing import Any
 import grpc
 from google.protobuf import struct_pb2
 
+from bench.figures import Figure, report
 from bench.stack import running
 from bench.training import wait_warm
 from trainyard.cli_base import exact_dollars
@@ -46,7 +48,7 @@ def run(
     return job
 
 
-def report(label: str, estimate: job_service_pb2.EstimateJobResponse, job: job_pb2.Job) -> float:
+def describe(label: str, estimate: job_service_pb2.EstimateJobResponse, job: job_pb2.Job) -> float:
     seconds, price = estimate.expected.device_seconds, estimate.expected.micro_cents
     actual_seconds, actual_price = job.timing.metered_device_seconds, job.cost_micro_cents
     ratio = price / max(actual_price, 1)
@@ -72,13 +74,31 @@ def main() -> None:
         )
         request = job_service_pb2.EstimateJobRequest(body=body(args.steps))
         print(f"fixture jobs of {args.steps} steps on the local executor")
-        ratios = []
+        ratios, estimates, jobs = [], [], []
         for number in range(1, args.runs + 1):
             estimate = stub.EstimateJob(request, metadata=md)
             job = run(stub, md, args.steps)
             label = "profile " if number == 1 else "measured"
-            ratios.append(report(f"run {number} ({label}, {job.status})", estimate, job))
-        print(f"median estimate ÷ actual (price): {statistics.median(ratios):.2f}")
+            ratios.append(describe(f"run {number} ({label}, {job.status})", estimate, job))
+            estimates.append(estimate)
+            jobs.append(job)
+    what = f"fixture jobs of {args.steps} steps, first from the profile"
+    report(
+        Figure(
+            "estimate", f"estimate, device-seconds ({what})", "device-s",
+            [e.expected.device_seconds for e in estimates],
+            "the runs' metered device-seconds", "device-s",
+            [float(j.timing.metered_device_seconds) for j in jobs],
+        )
+    )  # fmt: skip
+    report(
+        Figure(
+            "estimate", f"estimate, price ({what})", "$",
+            [e.expected.micro_cents / 1e8 for e in estimates],
+            "the runs' cost", "$", [j.cost_micro_cents / 1e8 for j in jobs],
+            note=f"median of each run's estimate ÷ actual: {statistics.median(ratios):.2f}",
+        )
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

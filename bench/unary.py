@@ -19,6 +19,7 @@ import httpx
 
 from bench.figures import ECHO, PAYLOAD, Figure, echo_server, report
 from bench.stack import running
+from infra.stack import Endpoints
 from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
 
@@ -45,7 +46,9 @@ def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] * 1000
 
 
-async def run(endpoints, key: str, echo: str, seconds: float, n: int, levels: list[int]) -> None:  # type: ignore[no-untyped-def]
+async def run(
+    endpoints: Endpoints, key: str, echo: str, seconds: float, n: int, levels: list[int]
+) -> None:
     metadata = (("authorization", f"Bearer {key}"),)
     request = job_service_pb2.ListModelsRequest()
     direct = grpc.aio.insecure_channel(f"127.0.0.1:{endpoints.service_ports['jobs']}")
