@@ -1,31 +1,38 @@
-"""The executor wire's figures, in one run against one stack:
+"""The executor wire's figures, on one stack a database (SQLite, and PostgreSQL when
+named), each beside a baseline measured in the same run, N runs of each:
 
 - claim latency: a job created over gRPC to the assignment an idle, connected executor
-  receives (p50, p99), preparation included;
+  receives (p50, p99), preparation included, beside a raw gRPC ping-pong's round trip;
+  with the stack's trace on (services/core/trace.py), where the time goes, hop by hop;
+- the event long-poll's wake-up: an event recorded to the answer in a watcher's hand;
 - durable report ingestion: metric events per second, each batch acknowledged only
   after it is committed, on a task the platform runs (metered by the clock and charged
   to its org's wallet in each report's transaction) beside the same task with its hold
-  removed, so no report meters (the ratio is metering's cost);
-- beside them, a raw gRPC bidirectional ping-pong on the same machine, for scale.
+  removed, so no report meters, and a bare commit loop writing as many rows a commit on
+  the same store; where a report's time goes.
 
-    python bench/claims.py [--jobs 30] [--seconds 5]
+    python bench/claims.py [--jobs 30] [--seconds 3] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import concurrent.futures
 import contextlib
+import json
 import queue
 import statistics
+import tempfile
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import grpc
 import sqlalchemy as sa
 from google.protobuf import struct_pb2
 
+from bench import figures
 from bench.stack import databases, running
 from services.core.store import create_engine
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
@@ -34,6 +41,8 @@ from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 SUPPORTS = task_pb2.Supports(adaptations=["full"], outputs=["checkpoint"])
 # Reports sent and not yet acknowledged, at most (the executor sends without waiting).
 IN_FLIGHT = 4
+# Events a report carries.
+REPORT_EVENTS = 500
 # More events a second than a run could ingest: the reports built ahead of the clock.
 MOST_PER_SECOND = 100_000
 
@@ -62,18 +71,31 @@ def connect(target: str, key: str, slots: int, platform: bool = False):  # type:
     return call, outbox
 
 
-def claim_latency(target: str, member: str, executor: str, jobs: int) -> list[float]:
-    call, outbox = connect(target, executor, slots=jobs + 1)
+def claim_latency(
+    target: str, member: str, executor: str, jobs: int
+) -> tuple[list[float], list[dict[str, Any]]]:
+    """Seconds from each create sent to its assignment received by an idle executor, and
+    the client's two ends of each (wall clock, to line up with the trace). The executor
+    says each task it receives was cancelled, and the next job is created once that is
+    acknowledged: each finds the executor idle, as a job that waits for none would."""
+    call, outbox = connect(target, executor, slots=1)
     arrivals: dict[str, float] = {}
-    done = threading.Event()
+    idle = threading.Event()
 
     def listen() -> None:
         with contextlib.suppress(grpc.RpcError):  # the stream cancelled once all arrived
             for message in call:
-                if message.WhichOneof("kind") == "assignment":
-                    arrivals[message.assignment.job.id] = time.perf_counter()
-                    if len(arrivals) >= jobs:
-                        done.set()
+                kind = message.WhichOneof("kind")
+                if kind == "assignment":
+                    arrivals[message.assignment.job.id] = time.time()
+                    task = message.assignment.task
+                    cancelled = task_pb2.TaskEvent(seq=1, type="status", status="cancelled")
+                    report = claim_service_pb2.StreamReport(
+                        task=task.id, lease=task.lease, events=[cancelled]
+                    )
+                    outbox.put(claim_service_pb2.ConnectRequest(report=report))
+                elif kind == "ack":
+                    idle.set()
 
     threading.Thread(target=listen, daemon=True).start()
     stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(target))
@@ -83,22 +105,78 @@ def claim_latency(target: str, member: str, executor: str, jobs: int) -> list[fl
         body = struct_pb2.Struct()
         body.update({"base_model": "fixture-tiny-llm", "dataset": {"uri": "fixture:synthetic-tiny-v1"},
                      "resources": {"machines": ["bench"]}, "hyperparameters": {"max_steps": 1}})  # fmt: skip
-        started = time.perf_counter()
+        idle.clear()
+        started = time.time()
         job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md)
         created[job.id] = started
-        while job.id not in arrivals:
-            time.sleep(0.001)
-    done.wait(60)
+        if not idle.wait(60):
+            raise TimeoutError("no assignment came")
     outbox.put(None)
     call.cancel()
-    # The first job after start-up opens the services' connections; it is not counted.
-    first = next(iter(created))
-    return [arrivals[j] - created[j] for j in created if j != first]
+    ends = [{"job": j, "sent": created[j], "received": arrivals[j]} for j in created]
+    return [arrivals[j] - created[j] for j in created], ends
+
+
+# A job's way from create to assignment, hop by hop: each hop's trace line (services/core/
+# trace.py) is the job's own, or, for a hop that names no job, the first of its kind after
+# the hop before (the benchmark's jobs go one at a time).
+CLAIM_HOPS = (
+    ("create.received", "create reached JobService (client, Envoy)"),
+    ("create.committed", "create committed (admission, insert)"),
+    ("preparation.started", "preparation started (hand-off, queued → preparing)"),
+    ("wakeup.sent", "task claimable, wake-up sent (snapshot, verify, open task)"),
+    ("wakeup.received", "wake-up received by ClaimService"),
+    ("claim.pass", "claim pass started (stream woken)"),
+    ("claim.committed", "claim committed (lease, hold, audit)"),
+    ("assignment.sent", "assignment sent to the stream"),
+    ("received", "assignment received (Envoy, client)"),
+)
+
+
+def claim_breakdown(
+    ends: list[dict[str, Any]], lines: list[dict[str, Any]]
+) -> dict[str, list[float]]:
+    """Seconds each hop took, by hop, over the jobs of `ends`."""
+    claims_pids = {line["pid"] for line in lines if line["hop"] == "claim.pass"}
+    spans: dict[str, list[float]] = {name: [] for name, _ in CLAIM_HOPS}
+    for end in ends:
+        job, at = str(end["job"]), end["sent"]
+        for name, _ in CLAIM_HOPS:
+            if name == "received":
+                t = end["received"]
+            else:
+                t = next(
+                    (
+                        line["t"]
+                        for line in lines
+                        if line["hop"] == name
+                        and line["t"] >= at
+                        and line.get("job", job) == job
+                        and (not name.startswith("wakeup") or _claimable(line))
+                        and (name != "wakeup.received" or line["pid"] in claims_pids)
+                        and (name != "claim.pass" or line["pid"] in claims_pids)
+                    ),
+                    float("nan"),
+                )
+            if t != t:  # no such line: the hop's clock starts again at the next found
+                continue
+            spans[name].append(t - at)
+            at = t
+    return spans
+
+
+def _claimable(line: dict[str, Any]) -> bool:
+    return any(str(topic).startswith("tasks:") for topic in line.get("topics", ()))
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(text) for text in path.read_text().splitlines() if text]
+    return sorted(lines, key=lambda line: line["t"])
 
 
 def ingestion(
     target: str, member: str, platform: str, seconds: float, database_url: str, *, metered: bool
-) -> tuple[float, int]:
+) -> tuple[float, int, str]:
     """Events per second reported on one platform task; `metered` False removes its hold
     first, so its reports meter and charge nothing."""
     call, outbox = connect(target, platform, slots=1, platform=True)
@@ -120,7 +198,7 @@ def ingestion(
     # few in flight; an event counts once its ack (sent after its commit) came back. The
     # reports are built before the clock starts, so the figure is the service's, not the
     # cost of making protobufs on the same two cores.
-    batch = 500
+    batch = REPORT_EVENTS
     reports = [
         claim_service_pb2.ConnectRequest(
             report=claim_service_pb2.StreamReport(
@@ -154,7 +232,7 @@ def ingestion(
     elapsed = time.perf_counter() - began
     outbox.put(None)
     call.cancel()
-    return acked / elapsed, acked
+    return acked / elapsed, acked, assignment.task.id
 
 
 def wakeup_latency(target: str, member: str, platform: str, rounds: int) -> list[float]:
@@ -193,72 +271,124 @@ def wakeup_latency(target: str, member: str, platform: str, rounds: int) -> list
     return latencies
 
 
-async def raw_bidi(seconds: float) -> float:
-    """Ping-pong on one stream against a bare grpc.aio echo handler, payload ~ a report."""
+REPORT_HOPS = (
+    ("report.received", "received → handed to a thread"),
+    ("report.applying", "parse the events"),
+    ("report.parsed", "apply and commit (lease, meter, points, events)"),
+    ("report.committed", "committed → ack sent"),
+    ("ack.sent", ""),
+)
 
-    async def echo(requests, context):  # type: ignore[no-untyped-def]
-        async for item in requests:
-            yield item
 
-    server = grpc.aio.server()
-    handler = grpc.method_handlers_generic_handler(
-        "bench.Echo", {"Ping": grpc.stream_stream_rpc_method_handler(echo)}
-    )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        call = channel.stream_stream("/bench.Echo/Ping")()
-        payload, count = b"x" * 256, 0
-        began = time.perf_counter()
-        while time.perf_counter() - began < seconds:
-            await call.write(payload)
-            await call.read()
-            count += 1
-        await call.done_writing()
-        rate = count / (time.perf_counter() - began)
-    await server.stop(None)
-    return rate
+def report_breakdown(task: str, lines: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seconds each part of a report's handling took, by part, over the reports of `task`
+    (a stream handles its reports one at a time, so their hops come in order)."""
+    mine = [line for line in lines if line.get("task") == task]
+    spans: dict[str, list[float]] = {name: [] for name, _ in REPORT_HOPS[:-1]}
+    for i in range(len(mine) - len(REPORT_HOPS) + 1):
+        names = [later["hop"] for later in mine[i : i + len(REPORT_HOPS)]]
+        if names != [name for name, _ in REPORT_HOPS]:
+            continue
+        for (name, _), here, after in zip(REPORT_HOPS[:-1], mine[i:], mine[i + 1 :], strict=False):
+            spans[name].append(after["t"] - here["t"])
+    return spans
+
+
+def print_breakdown(
+    title: str, hops: tuple[tuple[str, str], ...], spans: dict[str, list[float]]
+) -> None:
+    print(f"  {title}")
+    print(f"    {'hop':<62} {'p50 ms':>7} {'p99 ms':>7}")
+    for name, label in hops:
+        values = spans.get(name)
+        if label and values:
+            print(f"    {label:<62} {pct(values, 50):>7.2f} {pct(values, 99):>7.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=30)
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--jobs", type=int, default=30, help="jobs a run of claim latency")
+    parser.add_argument("--seconds", type=float, default=3.0, help="a run of ingestion")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each figure and baseline")
     args = parser.parse_args()
     for database in databases():
-        measure(database, args.jobs, args.seconds)
-    raw = asyncio.run(raw_bidi(args.seconds))
-    print(f"raw gRPC bidi ping-pong on this machine: {raw:,.0f} messages/s")
+        measure(database, args.jobs, args.seconds, args.runs)
 
 
-def measure(database: str, jobs: int, seconds: float) -> None:
-    with running(database, TRAINYARD_LOCAL_EXECUTOR="0") as (ends, keys, config):
+def measure(database: str, jobs: int, seconds: float, runs: int) -> None:
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        running(
+            database, TRAINYARD_LOCAL_EXECUTOR="0", TRAINYARD_TRACE=f"{scratch}/trace.jsonl"
+        ) as (ends, keys, config),
+    ):
         target = f"127.0.0.1:{ends.gateway_port}"
-        latencies = claim_latency(target, keys["member"], keys["executor"], jobs + 1)
-        wakeups = wakeup_latency(target, keys["member"], keys["platform"], jobs)
-        rates = {
-            metered: ingestion(
-                target, keys["member"], keys["platform"], seconds, config.database_url,
-                metered=metered,
+        trace = Path(scratch) / "trace.jsonl"
+        # The first jobs after start-up open the services' connections: not counted.
+        claim_latency(target, keys["member"], keys["executor"], 3)
+        p50s, p99s = [], []
+        spans: dict[str, list[float]] = {}
+        for _ in range(runs):
+            latencies, client_ends = claim_latency(target, keys["member"], keys["executor"], jobs)
+            p50s.append(pct(latencies, 50))
+            p99s.append(pct(latencies, 99))
+            for name, values in claim_breakdown(client_ends, read_trace(trace)).items():
+                spans.setdefault(name, []).extend(values)
+        wakeups = [
+            pct(wakeup_latency(target, keys["member"], keys["platform"], jobs), 50)
+            for _ in range(runs)
+        ]
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        report_spans: dict[str, list[float]] = {}
+        for _ in range(runs):
+            for metered in (True, False):
+                rate, _, task = ingestion(
+                    target, keys["member"], keys["platform"], seconds, config.database_url,
+                    metered=metered,
+                )  # fmt: skip
+                rates[metered].append(rate)
+                if metered:
+                    for name, values in report_breakdown(task, read_trace(trace)).items():
+                        report_spans.setdefault(name, []).extend(values)
+        # The baselines, on the same machine and store, the stack idle beside them.
+        pingpong = [1000 / figures.pingpong_rate(2.0) for _ in range(runs)]
+        commits = [
+            REPORT_EVENTS * figures.commit_rate(config.database_url, 2.0, REPORT_EVENTS)
+            for _ in range(runs)
+        ]
+    roundtrip = "raw gRPC bidi ping-pong round trip"
+    for name, values, goal in (
+        ("claim latency p50", p50s, 15.0),
+        ("claim latency p99", p99s, 40.0),
+    ):
+        figures.report(
+            figures.Figure(
+                "claims", f"{name} [{database}]", "ms", values, roundtrip, "ms", pingpong,
+                goal=goal, note=f"create → assignment, {jobs} jobs a run, through Envoy",
             )
-            for metered in (True, False)
-        }  # fmt: skip
-    print(
-        f"[{database}] claim latency through the gateway, create → assignment ({jobs} jobs "
-        f"after a first, uncounted): p50 {pct(latencies, 50):.0f} ms, "
-        f"p99 {pct(latencies, 99):.0f} ms"
-    )
-    print(
-        f"[{database}] event long-poll wake-up, event recorded → answer in hand ({jobs}): "
-        f"p50 {pct(wakeups, 50):.1f} ms, p99 {pct(wakeups, 99):.1f} ms"
-    )
-    (metered, events), (bare, _) = rates[True], rates[False]
-    print(
-        f"[{database}] durable report ingestion: {metered:,.0f} events/s metered and charged "
-        f"({events} events, 500 a report, {IN_FLIGHT} in flight, acked after commit); "
-        f"{bare:,.0f} events/s without metering; ratio {metered / bare:.2f}"
-    )
+        )  # fmt: skip
+    print_breakdown(f"[{database}] where a claim's time goes", CLAIM_HOPS, spans)
+    figures.report(
+        figures.Figure(
+            "claims", f"event long-poll wake-up p50 [{database}]", "ms", wakeups, roundtrip, "ms",
+            pingpong, note="event recorded → long-poll answer in hand",
+        )
+    )  # fmt: skip
+    bare = f"bare commit loop, {REPORT_EVENTS} rows a commit"
+    figures.report(
+        figures.Figure(
+            "claims", f"durable ingestion, metered [{database}]", "events/s", rates[True], bare,
+            "rows/s", commits, goal=50_000, lower=False,
+            note=f"{REPORT_EVENTS} a report, {IN_FLIGHT} in flight, acked after commit",
+        )
+    )  # fmt: skip
+    figures.report(
+        figures.Figure(
+            "claims", f"durable ingestion, unmetered [{database}]", "events/s", rates[False],
+            bare, "rows/s", commits,
+        )
+    )  # fmt: skip
+    print_breakdown(f"[{database}] where a report's time goes (metered)", REPORT_HOPS, report_spans)
 
 
 if __name__ == "__main__":

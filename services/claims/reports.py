@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from services.claims import store
 from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_lost
-from services.core import attempt_logs, errors, lifecycle
+from services.core import attempt_logs, errors, lifecycle, trace
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.metrics import ClaimMetrics
@@ -135,7 +135,9 @@ class Reports:
         a side effect cannot be made now (the object store or ArtifactService is down),
         the report still renews the lease and is refused UNAVAILABLE: the executor sends
         it again, and the task lives as long as it keeps trying."""
+        trace.hop("report.applying", task=task_id)
         typed = parse_events(events)
+        trace.hop("report.parsed", task=task_id)
         try:
             effects = self._side_effects(principal, job_id, task_id, token, typed)
         except errors.DomainError as exc:
@@ -147,6 +149,7 @@ class Reports:
         outcome = store.retry(
             lambda: self._apply(principal, job_id, task_id, token, typed, effects, applied)
         )
+        trace.hop("report.committed", task=task_id)
         if isinstance(outcome, errors.DomainError):
             raise outcome
         # Counted once committed; a try that lost a race cleared what it had noted.

@@ -77,6 +77,8 @@ def build_server(
         store=store,
         port=port,
         metrics=metrics,
+        # Claimable tasks, cancels, training clients' calls and their answers.
+        hears=("tasks", "executor", "operations", "future"),
     )
 
     def expire() -> str | None:

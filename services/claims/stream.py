@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 
 from services.claims.service import ClaimService
-from services.core import errors
+from services.core import errors, trace
 from services.core.auth import Principal
 from services.core.offers import Offer
 from services.core.states import TERMINAL
@@ -123,6 +123,11 @@ class ExecutorStream:
         connected.inc()
         try:
             while (message := await self._out.get()) is not None:
+                if trace.enabled():
+                    if message.WhichOneof("kind") == "assignment":
+                        trace.hop("assignment.sent", job=message.assignment.job.id)
+                    elif message.WhichOneof("kind") == "ack":
+                        trace.hop("ack.sent", task=message.ack.task)
                 yield message
         finally:
             connected.dec()
@@ -137,6 +142,7 @@ class ExecutorStream:
             async for message in requests:
                 kind = message.WhichOneof("kind")
                 if kind == "report":
+                    trace.hop("report.received", task=message.report.task)
                     await self._out.put(await self._report(message.report))
                 elif kind == "artifact":
                     await self._out.put(await self._grant(message.artifact))
@@ -330,12 +336,14 @@ class ExecutorStream:
                 await woken(self._woken, self._poll * random.uniform(0.5, 1.5))
 
     async def _claim_pass(self) -> None:
+        trace.hop("claim.pass")
         while len(self._held) < self._slots:
             found = await asyncio.to_thread(
                 self._service.claim, self._principal, self._offer, self._executor_id
             )
             if found is None:
                 break
+            trace.hop("claim.committed", job=found.job.id)
             self._held.add(found.task.id)
             assignment = claim_service_pb2.Assignment(org=found.org, task=found.task, job=found.job)
             await self._out.put(claim_service_pb2.ConnectResponse(assignment=assignment))

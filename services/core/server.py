@@ -54,6 +54,8 @@ class Service:
     metrics: Metrics
     # Further gRPC services the same server registers; each answers health like the first.
     also_serves: tuple[str, ...] = ()
+    # The kinds of wake-up topic its waiters watch (services/core/wakeups.py).
+    hears: tuple[str, ...] = ()
     # Loops the process runs beside its server. Each gets the `stopping` event and returns
     # soon after it is set; stop() waits for them so no work is cut off mid-transaction.
     background: list[Callable[[asyncio.Event], Coroutine[Any, Any, None]]] = dataclasses.field(
@@ -109,11 +111,13 @@ def build(
     port: int | None = None,
     also_serves: Sequence[str] = (),
     metrics: Metrics | None = None,
+    hears: Sequence[str] = (),
 ) -> Service:
     """Build a service's server on `config.bind_host`; port 0 binds an ephemeral one.
     `register` adds `full_name`'s servicer and those of `also_serves`, whose methods
     `roles` must name too. `metrics` is the process's registry, when the service counts
-    things of its own on it before the server is built."""
+    things of its own on it before the server is built. `hears`: the kinds of wake-up
+    its waiters watch, the only ones the other processes send it."""
     store = store or open_store(config.database_url)
     metrics = metrics or Metrics()
     server = grpc.aio.server(
@@ -145,7 +149,15 @@ def build(
     if bound == 0:
         raise RuntimeError(f"{name}: cannot bind port {wanted}")
     return Service(
-        name, full_name, server, bound, health_servicer, store, metrics, tuple(also_serves)
+        name,
+        full_name,
+        server,
+        bound,
+        health_servicer,
+        store,
+        metrics,
+        tuple(also_serves),
+        tuple(hears),
     )
 
 
@@ -164,7 +176,7 @@ async def _serve(config: Config, build_service: Callable[[Config], Service]) -> 
         publish_port(metrics_port_file(config.run_dir, instance), exporter.port)
         log.info("%s metrics on %s", instance, exporter.url)
     # Wake-ups from and to the other processes on the same database.
-    service.store.wakeups.connect(config.database_url, config.run_dir)
+    service.store.wakeups.connect(config.database_url, config.run_dir, service.hears)
     try:
         await service.start()
         _collect_rarely()

@@ -8,7 +8,11 @@ one machine, each process listens on a loopback UDP port named by a file in the 
 directory, and hears only datagrams signed with the secret kept there (any local process
 may send to a loopback port; only the stack's user reads the secret). The database stays
 the truth: a waiter re-reads after a wake-up, and a slow
-poll covers one that was lost (a listener reconnecting)."""
+poll covers one that was lost (a listener reconnecting).
+
+A process says which kinds of topic it hears (`job`, `tasks`, ...: a topic's part before
+its first colon), and is sent only those: a claim's wake-up does not also wake every
+other process, which on a machine of few cores would take the CPU the claim needs."""
 
 from __future__ import annotations
 
@@ -31,6 +35,8 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import sql
 from sqlalchemy.orm import Session
+
+from services.core import trace
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +70,11 @@ def future_topic(client_id: str, seq: int) -> str:
     return f"future:{client_id}:{seq}"
 
 
+def kind(topic: str) -> str:
+    """What a topic is about: the part a process declares it hears."""
+    return topic.partition(":")[0]
+
+
 def mark(session: Session, *topics: str) -> None:
     """Publish `topics` once the session's transaction commits (never if it rolls back)."""
     session.info.setdefault("wakeups", set()).update(topics)
@@ -88,13 +99,16 @@ class Wakeups:
         self._lock = threading.Lock()
         self._watching: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._transport: Transport | None = None
+        self._hears: frozenset[str] | None = None  # any kind, until connected
 
-    def connect(self, database_url: str, run_dir: Path) -> None:
-        """Hear, and be heard by, the other processes on the same database."""
+    def connect(self, database_url: str, run_dir: Path, hears: Iterable[str]) -> None:
+        """Hear the topics of the kinds in `hears` from, and be heard by, the other
+        processes on the same database."""
+        self._hears = frozenset(hears)
         if sa.engine.make_url(database_url).get_backend_name() == "postgresql":
-            self._transport = Notifications(database_url, self.deliver)
+            self._transport = Notifications(database_url, self.deliver, self._hears)
         else:
-            self._transport = Datagrams(run_dir / "wakeups", self.deliver)
+            self._transport = Datagrams(run_dir / "wakeups", self.deliver, self._hears)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -106,6 +120,7 @@ class Wakeups:
         topics = set(topics)
         if not topics:
             return
+        trace.hop("wakeup.sent", topics=sorted(topics))
         self.deliver(topics)
         if self._transport is not None:
             try:
@@ -124,6 +139,9 @@ class Wakeups:
     def watching(self, *topics: str, event: asyncio.Event | None = None) -> Iterator[asyncio.Event]:
         """An event (`event`, or a new one) set whenever one of `topics` is published while
         the block runs. Clear it before reading, so a wake-up during the read is not lost."""
+        unheard = {kind(t) for t in topics} - self._hears if self._hears is not None else ()
+        if unheard:  # the other processes would never send it: a waiter would only poll
+            raise ValueError(f"this process does not hear topics of kind {sorted(unheard)}")
         pair = (asyncio.get_running_loop(), event or asyncio.Event())
         with self._lock:
             for topic in topics:
@@ -149,12 +167,14 @@ async def woken(event: asyncio.Event, timeout: float) -> bool:
 
 class Datagrams:
     """Processes on one machine: each receives on a loopback UDP port written as a file
-    (`<port>`, holding its pid) in a shared directory; a sender sends to every other. Each
-    datagram carries an HMAC under the directory's `secret`: one without it is dropped."""
+    (`<port>`, holding its pid) in a shared directory, beside the kinds of topic it hears
+    (`<port>.hears`; a process without one hears every kind, as before there were kinds);
+    a sender sends each other process the topics it hears. Each datagram carries an HMAC
+    under the directory's `secret`: one without it is dropped."""
 
     RESCAN_SECONDS = 1.0
 
-    def __init__(self, directory: Path, deliver: Deliver) -> None:
+    def __init__(self, directory: Path, deliver: Deliver, hears: frozenset[str]) -> None:
         self._directory = directory
         self._deliver = deliver
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -164,26 +184,29 @@ class Datagrams:
         self._socket.bind(("127.0.0.1", 0))
         self._port = int(self._socket.getsockname()[1])
         self._file = directory / str(self._port)
+        # What it hears first: a peer that finds its port finds that too.
+        _hears_file(self._file).write_text(" ".join(sorted(hears)))
         self._file.write_text(str(os.getpid()))
         self._sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._peers: list[int] = []
+        self._peers: list[tuple[int, frozenset[str] | None]] = []
         self._scanned = 0.0
         self._closed = False
         self._thread = threading.Thread(target=self._receive, name="wakeups", daemon=True)
         self._thread.start()
 
     def send(self, topics: Iterable[str]) -> None:
-        ports = self._ports()
-        for payload in _payloads(topics, DATAGRAM_BYTES):
-            body = payload.encode()
-            data = self._tag(body) + body
-            for port in ports:
+        topics = list(topics)
+        for port, hears in self._ports():
+            heard = topics if hears is None else [t for t in topics if kind(t) in hears]
+            for payload in _payloads(heard, DATAGRAM_BYTES):
+                body = payload.encode()
                 with contextlib.suppress(OSError):
-                    self._sender.sendto(data, ("127.0.0.1", port))
+                    self._sender.sendto(self._tag(body) + body, ("127.0.0.1", port))
 
-    def _ports(self) -> list[int]:
-        """The other processes' ports, read again at most once a second (a process
-        started since is heard within that); files of processes that died are removed."""
+    def _ports(self) -> list[tuple[int, frozenset[str] | None]]:
+        """The other processes' ports and the kinds each hears, read again at most once a
+        second (a process started since is heard within that); files of processes that
+        died are removed."""
         now = time.monotonic()
         if now - self._scanned >= self.RESCAN_SECONDS:
             peers = []
@@ -191,9 +214,10 @@ class Datagrams:
                 if not path.name.isdigit() or path == self._file:
                     continue
                 if _alive(path):
-                    peers.append(int(path.name))
+                    peers.append((int(path.name), _heard_by(path)))
                 else:
                     path.unlink(missing_ok=True)
+                    _hears_file(path).unlink(missing_ok=True)
             self._peers, self._scanned = peers, now
         return self._peers
 
@@ -205,7 +229,9 @@ class Datagrams:
                 return
             tag, body = payload[:TAG_BYTES], payload[TAG_BYTES:]
             if body and hmac.compare_digest(tag, self._tag(body)):
-                self._deliver(body.decode(errors="replace").split(_SEPARATOR))
+                topics = body.decode(errors="replace").split(_SEPARATOR)
+                trace.hop("wakeup.received", topics=topics)
+                self._deliver(topics)
 
     def _tag(self, body: bytes) -> bytes:
         return hmac.digest(self._secret, body, hashlib.sha256)
@@ -213,6 +239,7 @@ class Datagrams:
     def close(self) -> None:
         self._closed = True
         self._file.unlink(missing_ok=True)
+        _hears_file(self._file).unlink(missing_ok=True)
         # A datagram to itself ends the blocking receive.
         with contextlib.suppress(OSError):
             self._sender.sendto(b"", ("127.0.0.1", self._port))
@@ -247,21 +274,35 @@ def _alive(path: Path) -> bool:
     return True
 
 
+def _hears_file(port_file: Path) -> Path:
+    return port_file.with_name(f"{port_file.name}.hears")
+
+
+def _heard_by(port_file: Path) -> frozenset[str] | None:
+    """The kinds a peer hears; None: every kind (it names none)."""
+    try:
+        return frozenset(_hears_file(port_file).read_text().split())
+    except FileNotFoundError:
+        return None
+
+
 class Notifications:
     """PostgreSQL's `LISTEN/NOTIFY`: heard by every replica on the database, on any host.
-    The channel is named after the schema the tables live in, since channels are the
-    database's: deployments on schemas of one database do not wake each other. The
-    listener reconnects after a failure; what it missed meanwhile, the polls find.
+    A channel a kind of topic, named after the schema the tables live in too, since
+    channels are the database's: deployments on schemas of one database do not wake each
+    other, and a process listens only to the kinds it hears. The listener reconnects
+    after a failure; what it missed meanwhile, the polls find.
 
     A sender thread notifies, so a unit of work returns without waiting on the round
     trip; topics published while it was busy go out together in one notification."""
 
-    def __init__(self, database_url: str, deliver: Deliver) -> None:
+    def __init__(self, database_url: str, deliver: Deliver, hears: frozenset[str]) -> None:
         url = sa.engine.make_url(database_url).set(drivername="postgresql")
         self._dsn = url.render_as_string(hide_password=False)
         self._deliver = deliver
+        self._hears = hears
         self._sending: psycopg.Connection[Any] | None = None
-        self._send_channel = ""
+        self._schema = ""
         self._outbox: queue.SimpleQueue[set[str] | None] = queue.SimpleQueue()
         self._closed = threading.Event()
         self.listening = threading.Event()
@@ -281,21 +322,26 @@ class Notifications:
             with contextlib.suppress(queue.Empty):
                 while (more := self._outbox.get_nowait()) is not None:
                     topics |= more
+            by_kind: dict[str, list[str]] = {}
+            for topic in topics:
+                by_kind.setdefault(kind(topic), []).append(topic)
             try:
-                for payload in _payloads(topics, NOTIFICATION_BYTES):
-                    self._notify(payload)
+                for name, some in by_kind.items():
+                    for payload in _payloads(some, NOTIFICATION_BYTES):
+                        self._notify(name, payload)
             except Exception:  # the waiters' poll covers it
                 log.warning("wake-up not sent", exc_info=True)
             if more is None:
                 return
 
-    def _notify(self, payload: str) -> None:
+    def _notify(self, topic_kind: str, payload: str) -> None:
         for _ in range(2):  # once more on a fresh connection if the kept one broke
             if self._sending is None:
                 self._sending = psycopg.connect(self._dsn, autocommit=True)
-                self._send_channel = _channel(self._sending)
+                self._schema = _schema(self._sending)
             try:
-                self._sending.execute("SELECT pg_notify(%s, %s)", (self._send_channel, payload))
+                channel = _channel(self._schema, topic_kind)
+                self._sending.execute("SELECT pg_notify(%s, %s)", (channel, payload))
                 return
             except psycopg.OperationalError:
                 with contextlib.suppress(Exception):
@@ -306,11 +352,16 @@ class Notifications:
         while not self._closed.is_set():
             try:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(_channel(conn))))
+                    schema = _schema(conn)
+                    for heard in sorted(self._hears):
+                        channel = sql.Identifier(_channel(schema, heard))
+                        conn.execute(sql.SQL("LISTEN {}").format(channel))
                     self.listening.set()
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._deliver(note.payload.split(_SEPARATOR))
+                            topics = note.payload.split(_SEPARATOR)
+                            trace.hop("wakeup.received", topics=topics)
+                            self._deliver(topics)
             except psycopg.Error:
                 self.listening.clear()
                 log.warning("wake-up listener lost its connection; reconnecting")
@@ -347,6 +398,12 @@ def _payloads(topics: Iterable[str], limit: int) -> Iterator[str]:
         yield _SEPARATOR.join(batch)
 
 
-def _channel(conn: psycopg.Connection[Any]) -> str:
+def _schema(conn: psycopg.Connection[Any]) -> str:
     row = conn.execute("SELECT current_schema()").fetchone()
-    return f"trainyard_wakeups_{row[0] if row else 'public'}"[:63]
+    return str(row[0]) if row else "public"
+
+
+def _channel(schema: str, topic_kind: str) -> str:
+    """A kind's channel in the schema's deployment (a channel's name is at most 63 bytes:
+    the schema's name, of any length, is hashed)."""
+    return f"trainyard_{hashlib.sha256(schema.encode()).hexdigest()[:20]}_{topic_kind}"[:63]

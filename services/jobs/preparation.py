@@ -14,7 +14,7 @@ import logging
 
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, lifecycle, retention
+from services.core import errors, lifecycle, retention, trace
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.jobs import remote, snapshots, sources, store
@@ -63,6 +63,7 @@ class Preparation:
                 job = row.frozen()
             except StaleDataError:
                 return True
+        trace.hop("preparation.started", job=job_id)
         if verified:
             return True
         try:

@@ -104,6 +104,7 @@ def build_server(
         roles=ROLES,
         store=store,
         port=port,
+        hears=("job",),  # the event long-polls and watches
     )
 
     async def prepare_forever(stopping: asyncio.Event) -> None:

@@ -11,7 +11,7 @@ from typing import TypeAlias, TypeVar
 import grpc
 from google.protobuf import json_format
 
-from services.core import context, errors, validation
+from services.core import context, errors, trace, validation
 from services.core.states import TERMINAL
 from services.core.wakeups import Wakeups, job_topic, woken
 from services.jobs.service import JobService
@@ -77,6 +77,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         return job_service_pb2.ListModelsResponse(models=self._catalog.to_proto())
 
     async def CreateJob(self, request: job_service_pb2.CreateJobRequest, ctx: Ctx) -> job_pb2.Job:
+        trace.hop("create.received")
         body = json_format.MessageToDict(request.body) if request.HasField("body") else None
         job, created = await asyncio.to_thread(
             self._service.creation.create,
@@ -86,6 +87,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             request_id=context.request_id.get(),
         )
         if created:
+            trace.hop("create.committed", job=job.id)
             self._kick.set()
         return job
 

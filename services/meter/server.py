@@ -61,6 +61,7 @@ def build_server(config: Config, *, store: Store | None = None, port: int | None
         roles=ROLES,
         store=store,
         port=port,
+        hears=("webhooks",),  # deliveries queued
     )
 
     def accrue() -> str:

@@ -10,7 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +18,16 @@ import pytest
 from services.core.store import Store, open_store
 from services.core.wakeups import Wakeups, mark
 
+HEARS = ("job", "tasks")
+
 
 @pytest.fixture
 def pair(database_url: str, tmp_path: Path) -> Iterator[tuple[Store, Wakeups]]:
     """A store that publishes, and another process's wake-ups that hear it."""
     writer = open_store(database_url)
-    writer.wakeups.connect(database_url, tmp_path / "run")
+    writer.wakeups.connect(database_url, tmp_path / "run", HEARS)
     other = Wakeups()
-    other.connect(database_url, tmp_path / "run")
+    other.connect(database_url, tmp_path / "run", HEARS)
     try:
         yield writer, other
     finally:
@@ -77,6 +79,49 @@ def test_a_commit_of_more_topics_than_one_message_holds_wakes_them_all(
     asyncio.run(scenario())
 
 
+class Heard(Wakeups):
+    """Wake-ups that keep every topic another process sent them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[str] = []
+
+    def deliver(self, topics: Iterable[str]) -> None:
+        topics = list(topics)
+        self.heard.extend(topics)
+        super().deliver(topics)
+
+
+def test_a_process_is_sent_only_the_kinds_of_topic_it_hears(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A claim's wake-up goes to the processes that wait for claims, not to every process
+    (each woken for nothing would take a core the claim needs)."""
+    writer = open_store(database_url)
+    writer.wakeups.connect(database_url, tmp_path / "run", ())
+    jobs, claims = Heard(), Heard()
+    jobs.connect(database_url, tmp_path / "run", ["job"])
+    claims.connect(database_url, tmp_path / "run", ["tasks"])
+
+    async def scenario() -> None:
+        with jobs.watching("job:a") as a, claims.watching("tasks:acme:m1") as tasks:
+            await asyncio.to_thread(commit, writer, "job:a", "tasks:acme:m1")
+            await asyncio.wait_for(a.wait(), 10)
+            await asyncio.wait_for(tasks.wait(), 10)
+        # What was sent for one commit comes in one message: nothing else is on its way.
+        assert jobs.heard == ["job:a"]
+        assert claims.heard == ["tasks:acme:m1"]
+        with pytest.raises(ValueError), jobs.watching("tasks:acme:m1"):
+            pass  # it would never be sent one: refused, not left to a poll
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for wakeups in (claims, jobs, writer.wakeups):
+            wakeups.close()
+        writer.dispose()
+
+
 def test_a_waiter_in_the_same_process_wakes_without_a_transport(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'local.db'}")
 
@@ -100,7 +145,7 @@ def test_a_dead_process_is_no_longer_sent_to(tmp_path: Path) -> None:
     stale = run / "wakeups" / "1"
     stale.write_text(gone.stdout.strip())
     sender = Wakeups()
-    sender.connect(f"sqlite:///{tmp_path / 'x.db'}", run)
+    sender.connect(f"sqlite:///{tmp_path / 'x.db'}", run, HEARS)
     try:
         sender.publish({"tasks"})
         assert not stale.exists()
@@ -116,9 +161,9 @@ def test_a_datagram_from_outside_the_stack_wakes_no_one(tmp_path: Path) -> None:
     the stack's user keeps (0600 in a 0700 directory) wakes no one, whatever it sends."""
     run, url = tmp_path / "run", f"sqlite:///{tmp_path / 'w.db'}"
     writer = open_store(url)
-    writer.wakeups.connect(url, run)
+    writer.wakeups.connect(url, run, HEARS)
     other = Wakeups()
-    other.connect(url, run)
+    other.connect(url, run, HEARS)
     directory = run / "wakeups"
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert stat.S_IMODE((directory / "secret").stat().st_mode) == 0o600
