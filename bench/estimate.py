@@ -93,9 +93,9 @@ def main() -> None:
     )  # fmt: skip
     report(
         Figure(
-            "estimate", f"estimate, price ({what})", "$",
-            [e.expected.micro_cents / 1e8 for e in estimates],
-            "the runs' cost", "$", [j.cost_micro_cents / 1e8 for j in jobs],
+            "estimate", f"estimate, price ({what})", "µ$",
+            [e.expected.micro_cents / 100 for e in estimates],
+            "the runs' cost", "µ$", [j.cost_micro_cents / 100 for j in jobs],
             note=f"median of each run's estimate ÷ actual: {statistics.median(ratios):.2f}",
         )
     )  # fmt: skip
