@@ -8,14 +8,20 @@ import sys
 from executor.trainers.main import main
 
 # What a warm process imports ahead of its task (`executor.wire.warm`): what the trainers
-# import inside their functions. peft brings transformers; bases builds the fixture model.
+# import inside their functions, and what their calls import on first use (transformers'
+# schedules, DeepSpeed's expert-parallel layers, which `deepspeed.initialize` reads for
+# any model). peft brings transformers; bases builds the fixture model.
 PRELOAD = (
     "torch",
     "torch.distributed",
     "deepspeed",
+    "deepspeed.module_inject.auto_ep_layer",
     "peft",
     "safetensors.torch",
+    "transformers.optimization",
     "executor.models.bases",
+    "executor.trainers.registry",
+    "executor.trainers.language.run",
 )
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ class Agent(ClientHosting):
         self.metrics.tasks_running.set_function(lambda: len(self.runners))
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        # Set when a runner made an event that goes at once: the send loop wakes for it
+        # rather than at its next tick.
+        self._wake = threading.Event()
         self._channel = channel(config.url, config.tls)
         self._stub = claim_service_pb2_grpc.ClaimServiceStub(self._channel)
         self._journal = Journal(config.journal) if config.journal else None
@@ -227,6 +230,9 @@ class Agent(ClientHosting):
     ) -> None:
         last_beat: dict[str, float] = {}
         while not call.done() and not self._stopping.is_set():
+            # Cleared before the runners are read: an event made from here on wakes the
+            # wait below.
+            self._wake.clear()
             now = time.monotonic()
             if self._bases_changed(now):
                 announcement = claim_service_pb2.Announcement(bases=self.config.bases)
@@ -260,7 +266,8 @@ class Agent(ClientHosting):
                 batch = runner.unsent()
                 if batch or since >= heartbeat:
                     last_beat[runner.id] = now
-                    self._note("sent", runner.id, batch)
+                    if self._journal is not None:
+                        self._note("sent", runner.id, batch, made=runner.made(batch))
                     report = claim_service_pb2.StreamReport(
                         task=runner.id,
                         lease=runner.lease,
@@ -269,7 +276,7 @@ class Agent(ClientHosting):
                     outbox.put(claim_service_pb2.ConnectRequest(report=report))
                     self.metrics.reports.inc()
                     self.metrics.events.inc(len(batch))
-            time.sleep(TICK)
+            self._wake.wait(TICK)
 
     def _bases_changed(self, now: float) -> bool:
         """Whether the bases this executor trains changed since it last said them (a model placed
@@ -326,6 +333,8 @@ class Agent(ClientHosting):
         log.info(
             "task %s of job %s: %s", assignment.task.id, assignment.job.id, assignment.task.role
         )
+        task_id = assignment.task.id
+        self._note("assigned", task_id, job=assignment.job.id)
         work = self.config.work_root / self.config.machine
         runner = TaskRunner(
             assignment,
@@ -337,6 +346,8 @@ class Agent(ClientHosting):
             warm=self.warm,
             refusal=self._disk_refusal(work, assignment.job.base_model),
             verify=self.config.tls.context,
+            wake=self._wake.set,
+            note=lambda what, **fields: self._note(what, task_id, **fields),
         )
         with self._lock:
             self.runners[runner.id] = runner
@@ -430,7 +441,12 @@ class Agent(ClientHosting):
         return self._stub.ReadTaskInput(request, metadata=self._md(runner.org), timeout=60)
 
     def _note(
-        self, what: str, task_id: str, sent: list[Event] | None = None, **fields: object
+        self,
+        what: str,
+        task_id: str,
+        sent: list[Event] | None = None,
+        made: list[float] | None = None,
+        **fields: object,
     ) -> None:
         if self._journal is not None:
-            self._journal.note(what, task_id, sent, **fields)
+            self._journal.note(what, task_id, sent, made or (), **fields)

@@ -46,8 +46,11 @@ EXIT_GRACE_SECONDS = 60.0
 Register = Callable[["TaskRunner", str, str, str, int, dict[str, str]], artifact_pb2.Grant]
 # A download of an object the task reads (its snapshot, a state to resume from).
 ReadInput = Callable[["TaskRunner", str], artifact_pb2.Artifact]
-# The events that wait for the next batch; any other is sent at once.
+# The events that wait for the next batch; any other is sent at once, and so are the
+# metrics of the first step the trainer reports (the first sign that it trains).
 BATCHED = (events.Metric, events.Log, events.Stdio)
+# What the agent's journal is told of a task (`Agent._note`): what happened, and its fields.
+Note = Callable[..., None]
 
 
 class TaskRunner(Transfers):
@@ -66,10 +69,15 @@ class TaskRunner(Transfers):
         warm: WarmTrainer | None = None,
         refusal: str = "",
         verify: ssl.SSLContext | bool = True,
+        wake: Callable[[], None] = lambda: None,
+        note: Note = lambda what, **fields: None,
     ) -> None:
         """`warm`, when given, may hand over a trainer process started ahead, its imports
         done or under way; without it, or when it has none alive, the trainer starts cold.
-        A `refusal` (a failure code) fails the task before anything of it is written."""
+        A `refusal` (a failure code) fails the task before anything of it is written.
+        `wake` is called when an event that goes at once is made; `note` tells the
+        agent's journal when the trainer was handed the task."""
+        self._wake, self._note = wake, note
         self._refusal = refusal
         self.org = assignment.org
         self.task: task_pb2.Task = assignment.task
@@ -84,6 +92,8 @@ class TaskRunner(Transfers):
         self._events: list[Event] = []
         # When each event was made (monotonic), for the report lag.
         self._made: list[float] = []
+        # The step of the first metric the trainer reported.
+        self._first_step: int | None = None
         self.acked = 0
         self._sent = 0
         self._refusals = 0
@@ -120,12 +130,23 @@ class TaskRunner(Transfers):
     # -- events --------------------------------------------------------------------------
 
     def _add(self, event: Event) -> None:
-        """Number the event after the task's others and keep it until acknowledged."""
+        """Number the event after the task's others and keep it until acknowledged; wake
+        the agent if it goes at once."""
         with self._lock:
             self._events.append(dataclasses.replace(event, seq=len(self._events) + 1))
             self._made.append(time.monotonic())
             if isinstance(event, events.Status) and event.status == "failed":
                 self.failed = True
+            if isinstance(event, events.Metric) and self._first_step is None:
+                self._first_step = event.step
+            urgent = self._urgent(event)
+        if urgent:
+            self._wake()
+
+    def _urgent(self, event: Event) -> bool:
+        if isinstance(event, events.Metric):
+            return event.step == self._first_step
+        return not isinstance(event, BATCHED)
 
     def unsent(self) -> list[Event]:
         """Events not yet sent on this connection (after a reconnect, all unacknowledged);
@@ -144,7 +165,14 @@ class TaskRunner(Transfers):
         result): it goes out at once, not with the next batch of metrics and log lines."""
         with self._lock:
             unsent = self._events[max(self._sent, self.acked) :]
-            return any(not isinstance(event, BATCHED) for event in unsent)
+            return any(self._urgent(event) for event in unsent)
+
+    def made(self, batch: list[Event]) -> list[float]:
+        """When each event of `batch` was made, in seconds since the epoch."""
+        with self._lock:
+            made = [self._made[event.seq - 1] for event in batch]
+        offset = time.time() - time.monotonic()
+        return [round(offset + at, 4) for at in made]
 
     @property
     def pending(self) -> int:
@@ -228,6 +256,7 @@ class TaskRunner(Transfers):
         argv, trainer_log = [str(self.work / TASK_FILE)], self._log_path
         # A fresh log, appended to, so the executor's writes to it land after the trainer's.
         trainer_log.unlink(missing_ok=True)
+        warm = None
         with open(trainer_log, "a") as stderr, self._lock:
             if not self._cancelled:  # a cancel while the inputs were read: nothing runs
                 warm = (
@@ -247,6 +276,7 @@ class TaskRunner(Transfers):
         if self._process is None:
             self._add(events.Status("cancelled"))
             return
+        self._note("handed", warm=warm is not None)
         assert self._process.stdout is not None
         following = threading.Thread(target=self._follow_log, daemon=True)
         following.start()

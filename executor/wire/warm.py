@@ -58,6 +58,11 @@ def preload(trainer: str) -> None:
                 continue  # its import would ask the devices before the task names them
             os.environ.setdefault("DS_ACCELERATOR", "cpu")  # what its trainer would pick
         importlib.import_module(name)
+        if name == "deepspeed":
+            # Which of its ops this machine could build: probed on first read by
+            # compiling test programs (a tenth of a second or more), the same for every
+            # task.
+            importlib.import_module("deepspeed.ops").__compatible_ops__  # noqa: B018
 
 
 def _wait_for_task(handed: queue.Queue[str]) -> None:

@@ -73,13 +73,15 @@ def test_a_lost_lease_stops_the_task() -> None:
         classify(LEASE_LOST)
 
 
-def runner(tmp_path: Path, register, patience: float = 30.0) -> TaskRunner:  # type: ignore[no-untyped-def]
+def runner(tmp_path: Path, register, patience: float = 30.0, wake=lambda: None) -> TaskRunner:  # type: ignore[no-untyped-def]
     assignment = claim_service_pb2.Assignment(
         org="acme",
         task=task_pb2.Task(id="tsk_0123456789abcdef", lease="trl_x"),
         job=job_pb2.Job(id="job_0123456789abcdef"),
     )
-    made = TaskRunner(assignment, tmp_path, "executor.scripted", register, patience=patience)
+    made = TaskRunner(
+        assignment, tmp_path, "executor.scripted", register, patience=patience, wake=wake
+    )
     made.work.mkdir(parents=True)
     return made
 
@@ -148,11 +150,21 @@ def test_a_trainer_stopped_by_a_cancel_before_it_could_answer_is_cancelled(
     assert [(e.type, getattr(e, "status", "")) for e in task.unsent()] == [("status", "cancelled")]
 
 
-def test_a_status_goes_out_at_once_and_metrics_wait_for_their_batch(tmp_path: Path) -> None:
-    task = runner(tmp_path, lambda *_: artifact_pb2.Grant())
+def test_a_status_and_the_first_step_go_out_at_once_and_later_metrics_wait_for_their_batch(
+    tmp_path: Path,
+) -> None:
+    woken: list[int] = []
+    task = runner(
+        tmp_path, lambda *_: artifact_pb2.Grant(), wake=lambda: woken.append(task.pending)
+    )
+    # The first step the trainer reports says it trains: its metrics go at once.
     task._handle('{"type": "metric", "name": "loss", "step": 1, "value": 2.5}\n')
-    assert task.pending == 1 and not task.urgent
+    task._handle('{"type": "metric", "name": "grad_norm", "step": 1, "value": 0.5}\n')
+    assert task.urgent and woken == [1, 2]
+    assert [(e.name, e.step) for e in task.unsent()] == [("loss", 1), ("grad_norm", 1)]  # type: ignore[attr-defined]
+    task._handle('{"type": "metric", "name": "loss", "step": 2, "value": 2.4}\n')
+    assert task.pending == 1 and not task.urgent and woken == [1, 2]
     task._handle('{"type": "status", "status": "started"}\n')
-    assert task.urgent
+    assert task.urgent and woken == [1, 2, 2]
     assert [e.type for e in task.unsent()] == ["metric", "status"]
     assert not task.urgent and task.pending == 0

@@ -20,7 +20,8 @@ from trainyard.training import events
 
 def run(plan: Plan, emit: Emit) -> int:
     stop = Stop.on_sigterm()
-    return deepspeed.distributed(plan, emit, lambda: _train(plan, emit, stop))
+    began = time.monotonic()
+    return deepspeed.distributed(plan, emit, lambda: _train(plan, emit, stop, began))
 
 
 def start_from_adapter(model: Any, directory: Path) -> None:
@@ -174,6 +175,8 @@ class LanguageSteps:
         # What an empty micro-batch runs: one ignored token, so it still joins the
         # step's gradient exchange at every ZeRO stage.
         self.idle = batches.padded([fixture.Encoded([self.pad], [fixture.IGNORE])], self.pad)
+        # In training mode from here on; an evaluation puts it back when it ends.
+        engine.train()
 
     def micro_batches(self, batch: list[int]) -> list[batches.Rows | None]:
         hp = self.plan.job.hyperparameters
@@ -202,7 +205,6 @@ class LanguageSteps:
         # micro-batch.
         loss_sum: Any = 0.0
         grad_norm = 0.0
-        engine.train()
         for rows in self.micro_batches(batch):
             summed = _loss_sum(engine, rows or self.idle)
             if rows is None:
@@ -262,11 +264,14 @@ class LanguageSteps:
 
         self.engine.eval()
         total, count = 0.0, 0
-        with torch.no_grad():
-            for i in range(0, len(self.held), 8):
-                rows = batches.padded(self.held[i : i + 8], self.pad)
-                total += _loss_sum(self.engine, rows).item()
-                count += int((rows.labels != fixture.IGNORE).sum())
+        try:
+            with torch.no_grad():
+                for i in range(0, len(self.held), 8):
+                    rows = batches.padded(self.held[i : i + 8], self.pad)
+                    total += _loss_sum(self.engine, rows).item()
+                    count += int((rows.labels != fixture.IGNORE).sum())
+        finally:
+            self.engine.train()
         return total / max(count, 1)
 
     def snapshot(self) -> dict[str, Any]:
@@ -306,9 +311,10 @@ def engine_for(model: Any, plan: Plan) -> tuple[Any, Any, list[Any]]:
     return engine, scheduler, trainable
 
 
-def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
+def _train(plan: Plan, emit: Emit, stop: Stop, began: float) -> int:
     say = deepspeed.lead_only(plan, emit)
     hp, mode = plan.job.hyperparameters, plan.job.adaptation.mode
+    grouped = time.monotonic()
     loaded = bases.load(plan.job.base_model)
     train, held, dataset_sha = data.examples(plan, loaded.codec)
     examples = Examples(train, held, loaded.codec.pad)
@@ -327,8 +333,17 @@ def _train(plan: Plan, emit: Emit, stop: Stop) -> int:
     initial = (
         {k: v.detach().clone() for k, v in base.state_dict().items()} if mode == "full" else {}
     )
+    built = time.monotonic()
     engine, scheduler, trainable = engine_for(model, plan)
+    ready = time.monotonic()
     say(events.Log(options_line(hp)))
+    # What a job waits for before its first step, past the trainer's imports.
+    say(
+        events.Log(
+            f"ready to train in {ready - began:.2f} s: process group {grouped - began:.2f} s, "
+            f"base and data {built - grouped:.2f} s, engine {ready - built:.2f} s"
+        )
+    )
     steps = LanguageSteps(
         engine, scheduler, trainable, plan, examples, metered(engine.module, plan, say)
     )
