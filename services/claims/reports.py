@@ -310,7 +310,7 @@ class Reports:
             for p in kept
         }
         if rows:
-            store.add_metric_points(session, self._db.dialect, list(rows.values()))
+            store.add_metric_points(session, list(rows.values()))
         lifecycle.append_events(
             session,
             job,

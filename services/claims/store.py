@@ -11,10 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core import ids
+from services.core import bulk, ids
 from services.core.states import STOPPING, JobStatus, TaskStatus
 from services.core.store import Base, UtcDateTime, retrying
 from services.core.tables import JobRow, MetricRow, TaskRow
@@ -152,7 +151,6 @@ def cancels_due(session: Session, executor_id: str) -> list[tuple[TaskRow, str]]
 # -- metrics --------------------------------------------------------------------------------
 
 
-def add_metric_points(session: Session, dialect: str, rows: Sequence[dict[str, Any]]) -> None:
+def add_metric_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Insert a run of series points in one statement; a point stored already is kept."""
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(MetricRow)
-    session.connection().execute(insert.on_conflict_do_nothing(), list(rows))
+    bulk.insert(session, MetricRow, rows, skip_existing=True)

@@ -195,6 +195,21 @@ def long_series_cut(  # type: ignore[no-untyped-def]
     assert info_of(caught.value)["field"] == "max_points"
 
 
+def test_a_point_reported_again_for_its_step_is_kept_once_as_first_reported(
+    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "accepted"), status(2, "running"))
+    wire.report(claimed, metric(3, 1, 2.5), metric(4, 2, 0.1 + 0.2))
+    wire.report(claimed, metric(5, 1, 7.0), metric(6, 3, 1e-300))
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    request = job_service_pb2.ListJobMetricsRequest(id=job.id, names=["loss"])
+    (series,) = stub.ListJobMetrics(request, metadata=key(store, "acme", "member")).series
+    assert [(p.step, p.value) for p in series.points] == [(1, 2.5), (2, 0.1 + 0.2), (3, 1e-300)]
+
+
 def test_a_report_as_hip_1333_writes_it_carries_no_seq_and_is_numbered_on_arrival(
     creator, claims: ServiceThread, store: Store
 ) -> None:  # type: ignore[no-untyped-def]

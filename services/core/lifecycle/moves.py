@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, object_session
 
-from services.core import audit, errors, webhooks
+from services.core import audit, bulk, errors, webhooks
 from services.core.lifecycle.money import release_holds
 from services.core.states import (
     ATTEMPT_MOVES,
@@ -71,9 +71,7 @@ def append_events(
     """Append a run of events of one type (a report's metrics) in one statement: the
     ORM's unit of work would build and flush an object for each."""
     if items:
-        session.connection().execute(
-            sa.insert(EventRow), _next_events(session, job, type_, items, attempt)
-        )
+        bulk.insert(session, EventRow, _next_events(session, job, type_, items, attempt))
 
 
 def _next_events(
