@@ -110,7 +110,7 @@ def claim_latency(
         job = stub.CreateJob(job_service_pb2.CreateJobRequest(body=body), metadata=md)
         created[job.id] = started
         if not idle.wait(60):
-            raise TimeoutError("no assignment came")
+            raise TimeoutError(f"no assignment came for {job.id} within 60 s")
     outbox.put(None)
     call.cancel()
     ends = [{"job": j, "sent": created[j], "received": arrivals[j]} for j in created]
@@ -329,7 +329,14 @@ def measure(database: str, jobs: int, seconds: float, runs: int) -> None:
         p50s, p99s = [], []
         spans: dict[str, list[float]] = {}
         for _ in range(runs):
-            latencies, client_ends = claim_latency(target, keys["member"], keys["executor"], jobs)
+            try:
+                latencies, client_ends = claim_latency(
+                    target, keys["member"], keys["executor"], jobs
+                )
+            except TimeoutError:
+                log = (config.home / "stack.log").read_text().splitlines()
+                print("\n".join(line for line in log if '"ERROR"' in line or "Error" in line))
+                raise
             p50s.append(pct(latencies, 50))
             p99s.append(pct(latencies, 99))
             for name, values in claim_breakdown(client_ends, read_trace(trace)).items():
