@@ -4,7 +4,8 @@ bare DeepSpeed loop that trains the same model on the same data order, seed, sch
 DeepSpeed config (built by the trainer's own `engine_for`) with nothing around it: no
 events, evaluation, gradient norm or checkpoint.
 
-Each run is a `Trace`: the loss and tokens/s of every step, and the peak memory.
+Each run is a `Trace`: the loss and tokens/s of every step, the peak memory, and for a
+bare run in a fresh process the seconds from the process's start to its first step.
 
     python -m bench.recipe --bare task.json     the bare loop, its Trace as JSON
 """
@@ -38,6 +39,10 @@ class Trace:
     rates: dict[int, float]  # tokens/s by step
     mfu: dict[int, float] = dataclasses.field(default_factory=dict)
     peak_memory: float = 0.0  # bytes: the GPU's peak allocation, or the process's peak RSS
+    # When the first step ended (seconds since the epoch), and the seconds from the start of
+    # the process that trained it (`bare_in_a_fresh_process`), imports included.
+    first_step_at: float = 0.0
+    first_step_seconds: float = 0.0
 
     def tokens_per_second(self) -> float:
         """The median step's, the first (it warms up) left out."""
@@ -55,6 +60,7 @@ class Trace:
             rates={int(k): v for k, v in doc["rates"].items()},
             mfu={int(k): v for k, v in doc["mfu"].items()},
             peak_memory=doc["peak_memory"],
+            first_step_at=doc.get("first_step_at", 0.0),
         )
 
 
@@ -129,6 +135,7 @@ def through_trainer(task: Path) -> Trace:
 
 
 def bare_in_a_fresh_process(task: Path) -> Trace:
+    started = time.time()
     done = subprocess.run(
         [sys.executable, "-m", "bench.recipe", "--bare", str(task)],
         capture_output=True,
@@ -136,7 +143,9 @@ def bare_in_a_fresh_process(task: Path) -> Trace:
     )
     if done.returncode != 0:
         raise SystemExit(f"the bare loop failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return Trace.of_json(done.stdout.strip().splitlines()[-1])
+    trace = Trace.of_json(done.stdout.strip().splitlines()[-1])
+    trace.first_step_seconds = trace.first_step_at - started
+    return trace
 
 
 def bare(task: Path) -> Trace:
@@ -194,6 +203,7 @@ def _bare_loop(plan: Any) -> Trace:
         trace.losses[step] = round(float(loss_sum) / total, 6)
         elapsed = time.perf_counter() - tick
         trace.rates[step] = sum(len(train[i].input_ids) for i in batch) / elapsed
+        trace.first_step_at = trace.first_step_at or time.time()
     if torch.cuda.is_available():
         trace.peak_memory = float(torch.cuda.max_memory_allocated())
     else:

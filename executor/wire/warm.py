@@ -15,6 +15,10 @@ and runs the trainer module as `__main__` with that argv: from there on it is th
 before a task comes (the executor went away) it exits 0 at once, so it never outlives the
 executor that started it.
 
+The trainer module's `PRELOAD` also names what its calls import on first use, and on a
+CPU build of torch the process probes which DeepSpeed ops this machine could build (it
+compiles test programs), so a task's first step waits for neither.
+
 What stays cold: the task's own work (its inputs, building the model, `init_distributed`,
 `deepspeed.initialize`); any DeepSpeed op built on first use (cached across tasks under
 `TORCH_EXTENSIONS_DIR`, which the runner puts under the executor's work root, so it is
