@@ -40,7 +40,7 @@ from trainyard.job.v1 import job_service_pb2, job_service_pb2_grpc
 
 SUPPORTS = task_pb2.Supports(adaptations=["full"], outputs=["checkpoint"])
 # Reports sent and not yet acknowledged, at most (the executor sends without waiting).
-IN_FLIGHT = 4
+IN_FLIGHT = 8
 # Events a report carries.
 REPORT_EVENTS = 500
 # More events a second than a run could ingest: the reports built ahead of the clock.

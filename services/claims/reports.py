@@ -8,6 +8,7 @@ nothing."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import logging
@@ -138,6 +139,55 @@ class Reports:
         trace.hop("report.applying", task=task_id)
         typed = parse_events(events)
         trace.hop("report.parsed", task=task_id)
+        return self._report(principal, job_id, task_id, token, typed)
+
+    def report_together(
+        self,
+        principal: Principal,
+        job_id: str,
+        task_id: str,
+        token: str,
+        reports: Sequence[Sequence[task_pb2.TaskEvent]],
+    ) -> list[claim_service_pb2.ReportTaskResponse | errors.DomainError]:
+        """Apply reports of one task under one lease that came while another was applied,
+        each answered as `report` would answer it: one that is not valid is refused alone,
+        and the others' events are applied in one transaction (one commit for them all;
+        each answer says what it applied). Reports that carry outputs or number none of
+        their events are applied one by one, as each needs."""
+        trace.hop("report.applying", task=task_id)
+        answers: list[claim_service_pb2.ReportTaskResponse | errors.DomainError] = []
+        valid: list[tuple[int, list[Event]]] = []
+        for report in reports:
+            try:
+                valid.append((len(answers), parse_events(report)))
+                answers.append(errors.Unavailable())  # answered below
+            except errors.DomainError as exc:
+                answers.append(exc)
+        trace.hop("report.parsed", task=task_id)
+        alone = any(
+            not typed or typed[0].seq == 0 or any(isinstance(e, (Artifact, Result)) for e in typed)
+            for _, typed in valid
+        )
+        for at, typed in valid if alone else ():
+            try:
+                answers[at] = self._report(principal, job_id, task_id, token, typed)
+            except errors.DomainError as exc:
+                answers[at] = exc
+        if not alone and valid:
+            events = [event for _, typed in valid for event in typed]
+            applied: list[Event] = []
+            outcome = store.retry(
+                lambda: self._apply(principal, job_id, task_id, token, events, Effects(), applied)
+            )
+            trace.hop("report.committed", task=task_id)
+            self._count(applied)
+            for at, _ in valid:
+                answers[at] = outcome
+        return answers
+
+    def _report(
+        self, principal: Principal, job_id: str, task_id: str, token: str, typed: list[Event]
+    ) -> claim_service_pb2.ReportTaskResponse:
         try:
             effects = self._side_effects(principal, job_id, task_id, token, typed)
         except errors.DomainError as exc:
@@ -152,12 +202,16 @@ class Reports:
         trace.hop("report.committed", task=task_id)
         if isinstance(outcome, errors.DomainError):
             raise outcome
-        # Counted once committed; a try that lost a race cleared what it had noted.
+        self._count(applied)
+        return outcome
+
+    def _count(self, applied: list[Event]) -> None:
+        """Count what a commit applied (a try that lost a race cleared what it noted)."""
+        for kind, count in collections.Counter(event.type for event in applied).items():
+            self._counted.events.labels(kind).inc(count)
         for event in applied:
-            self._counted.events.labels(event.type).inc()
             if isinstance(event, Metric) and event.name in _OBSERVED:
                 getattr(self._counted, event.name).observe(event.value)
-        return outcome
 
     # -- side effects ----------------------------------------------------------------------
 
@@ -260,8 +314,11 @@ class Reports:
                 )
                 task.held = min(hold.held_seconds, MAX_HELD)
             metrics: list[Metric] = []
-            for event in numbered(events, task.last_seq):
-                if event.seq <= task.last_seq:
+            # The highest number applied, kept on the task row once a run of metrics ends
+            # (an attribute of a mapped row costs a little each time it is set).
+            last = task.last_seq
+            for event in numbered(events, last):
+                if event.seq <= last:
                     continue  # a replay: applied once already
                 if isinstance(event, Metric):
                     metrics.append(event)
@@ -269,14 +326,16 @@ class Reports:
                     if metrics:  # keep progress in order with the statuses around it
                         self._metrics(session, task, job, attempt, metrics)
                         metrics = []
+                    task.last_seq = last
                     if effects.refuses(event):
                         lifecycle.fail(session, job, attempt, "artifact_rejected")
                     else:
                         _event(session, task, job, attempt, event, effects, self._max_events)
-                task.last_seq = event.seq
+                last = event.seq
                 applied.append(event)
                 if job.status in TERMINAL:
                     break
+            task.last_seq = last
             if metrics:
                 self._metrics(session, task, job, attempt, metrics)
             if not started and attempt.started_time is not None:

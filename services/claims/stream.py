@@ -8,6 +8,7 @@ make. When it breaks, the executor reconnects and goes on with the leases that s
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -26,6 +27,19 @@ from trainyard.claim.v1 import claim_service_pb2
 log = logging.getLogger(__name__)
 # How long a cancelled task's trainer has to save what it trained before it is killed.
 CANCEL_GRACE_SECONDS = 60
+# The most reports a stream holds while it applies one, and applies together after.
+REPORTS_TOGETHER = 16
+
+
+def _same_lease(
+    message: claim_service_pb2.ConnectRequest, first: claim_service_pb2.StreamReport
+) -> bool:
+    """Whether `message` is a report on `first`'s task under the same lease."""
+    report = message.report
+    return message.WhichOneof("kind") == "report" and (report.task, report.lease) == (
+        first.task,
+        first.lease,
+    )
 
 
 async def poll_claim(
@@ -138,27 +152,59 @@ class ExecutorStream:
     # -- what the executor sends -----------------------------------------------------------
 
     async def _read(self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]) -> None:
+        """Apply what the executor sends, in order. What comes while a report is applied
+        waits in a short inbox (the stream's flow control holds the rest back), and the
+        reports of one task waiting there are applied together: one commit for them all."""
+        inbox: asyncio.Queue[claim_service_pb2.ConnectRequest | None] = asyncio.Queue(
+            REPORTS_TOGETHER
+        )
+
+        async def receive() -> None:
+            try:
+                async for message in requests:
+                    if message.WhichOneof("kind") == "report":
+                        trace.hop("report.received", task=message.report.task)
+                    await inbox.put(message)
+            except Exception:
+                log.exception("executor stream read failed")
+            await inbox.put(None)  # the end; cancelled (the loop below ended), none is needed
+
+        receiving = asyncio.create_task(receive())
+        # Taken from the inbox while gathering reports, not applied yet (None: the end).
+        taken: collections.deque[claim_service_pb2.ConnectRequest | None] = collections.deque()
         try:
-            async for message in requests:
-                kind = message.WhichOneof("kind")
-                if kind == "report":
-                    trace.hop("report.received", task=message.report.task)
-                    await self._out.put(await self._report(message.report))
-                elif kind == "artifact":
-                    await self._out.put(await self._grant(message.artifact))
-                elif kind == "release":
-                    with contextlib.suppress(errors.DomainError):
-                        await asyncio.to_thread(self._release, message.release)
-                    self._freed(message.release.task)
-                    self._clients.discard(message.release.task)
-                elif kind == "result":
-                    await self._result(message.result)
-                elif kind == "announcement":
-                    await self._announce(message.announcement)
+            while (message := taken.popleft() if taken else await inbox.get()) is not None:
+                if message.WhichOneof("kind") != "report":
+                    await self._apply(message)
+                    continue
+                reports = [message.report]
+                while len(reports) < REPORTS_TOGETHER and not inbox.empty():
+                    following = inbox.get_nowait()
+                    if following is None or not _same_lease(following, message.report):
+                        taken.append(following)
+                        break
+                    reports.append(following.report)
+                for ack in await self._reports(reports):
+                    await self._out.put(ack)
         except Exception:
-            log.exception("executor stream read failed")
+            log.exception("executor stream apply failed")
         finally:
+            receiving.cancel()
             await self._out.put(None)
+
+    async def _apply(self, message: claim_service_pb2.ConnectRequest) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "artifact":
+            await self._out.put(await self._grant(message.artifact))
+        elif kind == "release":
+            with contextlib.suppress(errors.DomainError):
+                await asyncio.to_thread(self._release, message.release)
+            self._freed(message.release.task)
+            self._clients.discard(message.release.task)
+        elif kind == "result":
+            await self._result(message.result)
+        elif kind == "announcement":
+            await self._announce(message.announcement)
 
     def _release(self, release: claim_service_pb2.Release) -> None:
         if release.task in self._served:
@@ -167,6 +213,27 @@ class ExecutorStream:
             )
         else:
             self._service.leases.release(self._principal, release.task, release.lease)
+
+    async def _reports(
+        self, reports: list[claim_service_pb2.StreamReport]
+    ) -> list[claim_service_pb2.ConnectResponse]:
+        """The acks of reports of one task under one lease, applied together when they
+        are a task's (a client's heartbeats go one by one)."""
+        first = reports[0]
+        if len(reports) == 1 or first.task in self._served:
+            return [await self._report(report) for report in reports]
+        try:
+            answers = await asyncio.to_thread(
+                self._service.reports.report_together,
+                self._principal,
+                await self._job_of(first.task),
+                first.task,
+                first.lease,
+                [list(report.events) for report in reports],
+            )
+        except errors.DomainError as exc:
+            answers = [exc] * len(reports)
+        return [self._ack(first.task, answer) for answer in answers]
 
     async def _report(
         self, report: claim_service_pb2.StreamReport
@@ -186,16 +253,26 @@ class ExecutorStream:
                     list(report.events),
                 )
         except errors.DomainError as exc:
-            if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
-                self._freed(report.task)
+            return self._ack(report.task, exc)
+        return self._ack(report.task, answer)
+
+    def _ack(
+        self,
+        task_id: str,
+        answer: claim_service_pb2.ReportTaskResponse | errors.DomainError,
+    ) -> claim_service_pb2.ConnectResponse:
+        """A report's ack; a task the answer ended, or lost, frees its slot."""
+        if isinstance(answer, errors.DomainError):
+            if answer.reason in ("LEASE_LOST", "NOT_FOUND"):
+                self._freed(task_id)
             return claim_service_pb2.ConnectResponse(
-                ack=claim_service_pb2.Ack(task=report.task, reason=exc.reason)
+                ack=claim_service_pb2.Ack(task=task_id, reason=answer.reason)
             )
         if answer.status in TERMINAL:
-            self._freed(report.task)
+            self._freed(task_id)
         return claim_service_pb2.ConnectResponse(
             ack=claim_service_pb2.Ack(
-                task=report.task,
+                task=task_id,
                 seq=answer.seq,
                 held=answer.held,
                 cancel=answer.cancel,

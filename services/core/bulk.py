@@ -1,22 +1,25 @@
 """Many rows into one table in one statement, as a report's metric points and events go in.
 
 SQLAlchemy Core's executemany builds a parameter set and runs every column's bind
-processor for each row; for a report of 500 events (two rows each) that was most of the
-report's time. Here the rows go to the driver as they are: on SQLite one executemany, a
-column's value processed once when every row holds the same one (a report's job, org and
-time); on PostgreSQL one `INSERT … SELECT … FROM json_to_recordset(…)`, the rows one JSON
-document the server takes apart, a single round trip and a single `json.dumps` whatever
-the count (psycopg's COPY cannot skip a row that exists, which the series' points must,
-and its array parameters are built in Python, row by row). A value JSON cannot carry (a
-NaN or infinite point) sends the rows as arrays instead."""
+processor for each row, and each event's JSON is a `json.dumps` of its own; for a report
+of 500 events (two rows each) that was most of the report's time. Here the rows travel
+as one JSON document, made by one `json.dumps`, that the database takes apart in C
+(`json_array_elements` on PostgreSQL, `json_each` on SQLite) in one
+`INSERT … SELECT`; a value every row holds (the job, the org, the time) is bound once.
+Floats travel as their `repr` and are cast (SQLite's JSON reader rounds numbers; its
+cast does not). A value JSON cannot carry (a NaN or an infinity) sends the rows through
+SQLAlchemy as before. (No library does this: psycopg's COPY cannot skip a row that
+exists, which a series' points must, and SQLite has no bulk path but executemany.)"""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from services.core.store import Base
@@ -36,70 +39,76 @@ def insert(
     table = cast(sa.Table, mapped.__table__)
     conn = session.connection()
     dialect = conn.dialect
-    quote = dialect.identifier_preparer.quote
     columns = [table.c[name] for name in rows[0]]
-    names = ", ".join(quote(c.name) for c in columns)
-    target = dialect.identifier_preparer.format_table(table)
-    if dialect.name == "postgresql":
-        conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
-        # A value every row holds (the job, the org, the time) is bound once, not repeated.
-        same = {c.name for c in columns if all(row[c.name] is rows[0][c.name] for row in rows)}
-        varying = [c for c in columns if c.name not in same]
-        try:
-            document = json.dumps([[row[c.name] for c in varying] for row in rows], allow_nan=False)
-        except ValueError:  # a NaN or an infinity: as arrays
-            values = [_processed(c, [row[c.name] for row in rows], dialect) for c in columns]
-            arrays = ", ".join(f"%s::{_array_of(c, dialect)}" for c in columns)
-            picked = ", ".join(
-                f"c{n}::json" if isinstance(c.type, sa.JSON) else f"c{n}"
-                for n, c in enumerate(columns)
-            )
-            aliases = ", ".join(f"c{n}" for n in range(len(columns)))
-            conn.exec_driver_sql(
-                f"INSERT INTO {target} ({names}) SELECT {picked} "
-                f"FROM unnest({arrays}) AS u({aliases}){conflict}",
-                tuple(values),
-            )
-            return
-        picked = ", ".join(
-            f"%s::{c.type.compile(dialect=dialect)}"
-            if c.name in same
-            else f"(e->>{varying.index(c)})::{c.type.compile(dialect=dialect)}"
-            for c in columns
-        )
-        conn.exec_driver_sql(
-            f"INSERT INTO {target} ({names}) SELECT {picked} "
-            f"FROM json_array_elements(%s::json) AS e{conflict}",
-            (*(_bound(rows[0][c.name]) for c in columns if c.name in same), document),
-        )
+    first = rows[0]
+    same = [c for c in columns if all(row[c.name] is first[c.name] for row in rows)]
+    varying = [c for c in columns if c not in same]
+    document = _document(varying, rows)
+    if document is None:
+        dialect_insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+        statement = dialect_insert(table)
+        conn.execute(statement.on_conflict_do_nothing() if skip_existing else statement, list(rows))
+        return
+    prepare = dialect.identifier_preparer
+    names = ", ".join(prepare.quote(c.name) for c in columns)
+    target = prepare.format_table(table)
+    postgres = dialect.name == "postgresql"
+    picked = ", ".join(
+        _bound(c, dialect) if c in same else _taken(c, varying.index(c), dialect) for c in columns
+    )
+    if postgres:
+        source = "json_array_elements(%s::json) AS e"
+        verb, conflict = "INSERT", " ON CONFLICT DO NOTHING" if skip_existing else ""
     else:
-        values = [_processed(c, [row[c.name] for row in rows], dialect) for c in columns]
-        marks = ", ".join("?" for _ in columns)
-        verb = "INSERT OR IGNORE" if skip_existing else "INSERT"
-        conn.exec_driver_sql(
-            f"{verb} INTO {target} ({names}) VALUES ({marks})", list(zip(*values, strict=True))
-        )
+        source = "json_each(?)"
+        verb, conflict = "INSERT OR IGNORE" if skip_existing else "INSERT", ""
+    conn.exec_driver_sql(
+        f"{verb} INTO {target} ({names}) SELECT {picked} FROM {source}{conflict}",
+        (*(_constant(c, first[c.name], dialect) for c in same), document),
+    )
 
 
-def _bound(value: Any) -> Any:
-    """A value bound once: a mapping as the JSON text it is cast from."""
-    return json.dumps(value) if isinstance(value, (dict, list)) else value
+def _document(varying: list[sa.Column[Any]], rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """The varying columns' values, a JSON array a row; None when one cannot travel so."""
+    values = []
+    for column in varying:
+        of_column = [row[column.name] for row in rows]
+        if isinstance(column.type, sa.Float):
+            if not all(v is not None and math.isfinite(v) for v in of_column):
+                return None
+            of_column = [repr(float(v)) for v in of_column]
+        values.append(of_column)
+    try:
+        # A row of no varying value is an empty array: the row is still there.
+        table = list(zip(*values, strict=True)) if values else [()] * len(rows)
+        return json.dumps(table, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
 
 
-def _processed(column: sa.Column[Any], values: list[Any], dialect: sa.Dialect) -> list[Any]:
-    """The column's values as the driver takes them."""
+def _taken(column: sa.Column[Any], index: int, dialect: sa.Dialect) -> str:
+    """The SQL that takes a varying column's value from a row of the document."""
+    kind = column.type
+    if dialect.name == "postgresql":
+        if isinstance(kind, sa.JSON):
+            return f"e->{index}"
+        return f"(e->>{index})::{kind.compile(dialect=dialect)}"
+    if isinstance(kind, sa.JSON):
+        return f"value -> '$[{index}]'"
+    if isinstance(kind, sa.Float):
+        return f"CAST(value ->> '$[{index}]' AS REAL)"
+    return f"value ->> '$[{index}]'"
+
+
+def _bound(column: sa.Column[Any], dialect: sa.Dialect) -> str:
+    if dialect.name == "postgresql":
+        return f"%s::{column.type.compile(dialect=dialect)}"
+    return "?"
+
+
+def _constant(column: sa.Column[Any], value: Any, dialect: sa.Dialect) -> Any:
+    """A value bound once, as the driver takes it."""
     if isinstance(column.type, sa.JSON):
-        return [json.dumps(v) for v in values]  # as sa.JSON writes it: None as 'null'
+        return json.dumps(value)  # as sa.JSON writes it
     process = column.type.bind_processor(dialect)
-    if process is None:
-        return values
-    first = values[0]
-    if all(v is first for v in values):
-        return [process(first)] * len(values)
-    return [process(v) for v in values]
-
-
-def _array_of(column: sa.Column[Any], dialect: sa.Dialect) -> str:
-    if isinstance(column.type, sa.JSON):
-        return "text[]"
-    return f"{column.type.compile(dialect=dialect)}[]"
+    return process(value) if process is not None else value

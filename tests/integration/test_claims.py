@@ -530,6 +530,63 @@ def test_the_stream_assigns_acks_and_resumes_after_a_reconnect(
     call.cancel()
 
 
+def test_reports_sent_without_waiting_are_each_acked_and_applied_once(
+    creator, claims: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """An executor sends its reports without waiting for acks; those that wait while one is
+    applied are committed together, and still each is answered on its own, in order: one
+    that is not valid is refused alone, a resent one applies nothing again."""
+    job = creator(resources={"machines": ["gpu-1"]})
+    md = key(store, "acme", "executor")
+    stub = claim_service_pb2_grpc.ClaimServiceStub(grpc.insecure_channel(claims.target))
+    hello = claim_service_pb2.Hello(
+        machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS
+    )
+    assigned, done = threading.Event(), threading.Event()
+    task: list[task_pb2.Task] = []
+
+    def report(*events: task_pb2.TaskEvent) -> claim_service_pb2.ConnectRequest:
+        (held,) = task
+        return claim_service_pb2.ConnectRequest(
+            report=claim_service_pb2.StreamReport(task=held.id, lease=held.lease, events=events)
+        )
+
+    def requests():  # type: ignore[no-untyped-def]
+        yield claim_service_pb2.ConnectRequest(hello=hello)
+        assigned.wait(30)
+        yield report(status(1, "accepted"), status(2, "running"))
+        for first in range(3, 203, 20):
+            yield report(*(metric(seq, seq, 1.0 / seq) for seq in range(first, first + 20)))
+            if first == 103:  # numbered and unnumbered together: refused
+                yield report(metric(300, 300, 0.5), task_pb2.TaskEvent(type="log", line="x"))
+        yield report(*(metric(seq, seq, 9.0) for seq in range(183, 203)))  # resent
+        done.wait(30)
+
+    call = stub.Connect(requests(), metadata=md, timeout=60)
+    assert next(call).WhichOneof("kind") == "welcome"
+    task.append(next(call).assignment.task)
+    assigned.set()
+    acks = [next(m for m in call if m.WhichOneof("kind") == "ack").ack for _ in range(13)]
+    done.set()
+    call.cancel()
+    assert [a.reason for a in acks] == [""] * 7 + ["INVALID_REQUEST"] + [""] * 5
+    seqs = [a.seq for a in acks if not a.reason]
+    assert seqs == sorted(seqs) and seqs[-1] == 202
+    with store.unit(write=False) as session:
+        points = session.execute(
+            sa.select(tables.MetricRow.step, tables.MetricRow.value)
+            .where(tables.MetricRow.job_id == job.id)
+            .order_by(tables.MetricRow.step)
+        ).all()
+        events = session.scalar(
+            sa.select(sa.func.count())
+            .select_from(tables.EventRow)
+            .where(tables.EventRow.job_id == job.id, tables.EventRow.type == "metric")
+        )
+    assert [tuple(p) for p in points] == [(seq, 1.0 / seq) for seq in range(3, 203)]
+    assert events == 200
+
+
 def test_the_executor_says_when_it_connects_and_when_it_reconnects(
     claims_config: Config, store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
