@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from sqlalchemy.orm import Session
 
@@ -198,11 +198,32 @@ class Leases:
 
         return store.retry(work)
 
-    def goodbye(self, executor_id: str) -> None:
-        with self._db.unit() as session:
-            row = store.executor(session, executor_id)
-            if row is not None:
-                row.connected, row.last_seen = False, self._now()
+    def goodbye(self, executor_id: str, delivered: Collection[str] = ()) -> int:
+        """The executor's stream ended. A task leased to it that the stream never
+        delivered (its claim committed as the stream was ending) is given back at once,
+        open for another claim, rather than held until its lease lapses; how many."""
+
+        def work() -> int:
+            given = 0
+            with self._db.unit() as session:
+                row = store.executor(session, executor_id)
+                if row is not None:
+                    row.connected, row.last_seen = False, self._now()
+                for found in store.leased_to(session, executor_id):
+                    if found.id in delivered:
+                        continue
+                    job = store.job(session, found.job_id, lock=True)
+                    task = store.task(session, found.id, lock=True)
+                    assert job is not None and task is not None
+                    if task.status == TaskStatus.LEASED and task.executor_id == executor_id:
+                        lifecycle.release(session, job, task)
+                        task.lease_sha256, task.executor_id = "", ""
+                        given += 1
+            if given:
+                log.info("%d tasks claimed as a stream ended were given back", given)
+            return given
+
+        return store.retry(work)
 
     # -- claims ----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ No grpc here."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from prometheus_client import CollectorRegistry
 
@@ -71,8 +71,10 @@ class ClaimService:
         """Keep what a connected executor now offers, which creates and estimates read."""
         self.leases.announce(executor_id, offer)
 
-    def goodbye(self, executor_id: str) -> None:
-        self.leases.goodbye(executor_id)
+    def goodbye(self, executor_id: str, delivered: Collection[str] = ()) -> None:
+        """The executor's stream ended, having delivered the tasks in `delivered` (those
+        it resumed, and those it assigned)."""
+        self.leases.goodbye(executor_id, delivered)
         self.engines.goodbye(executor_id)
 
     def claim(

@@ -132,6 +132,15 @@ def lapsed_leases(session: Session, now: dt.datetime, *, limit: int = 100) -> Se
     ).all()
 
 
+def leased_to(session: Session, executor_id: str) -> Sequence[TaskRow]:
+    """The tasks an executor holds the leases of."""
+    return session.scalars(
+        sa.select(TaskRow)
+        .where(TaskRow.executor_id == executor_id, TaskRow.status == TaskStatus.LEASED)
+        .order_by(TaskRow.id)
+    ).all()
+
+
 def cancels_due(session: Session, executor_id: str) -> list[tuple[TaskRow, str]]:
     """The executor's leased tasks whose job wants them stopped and that were not told
     yet, each with the job's status."""

@@ -86,6 +86,11 @@ class ExecutorStream:
         self._service, self._principal, self._offer = service, principal, offer
         self._executor_id, self._slots, self._poll = executor_id, slots, poll
         self._held = held - clients
+        # The tasks this stream handed the executor: those it resumed, and each assignment
+        # once written to the stream. A claim that committed as the stream ended, never
+        # delivered, is given back when it ends (`goodbye`).
+        self._delivered = set(self._held)
+        self._claiming: asyncio.Future[claim_service_pb2.ClaimTaskResponse | None] | None = None
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
         # Set to claim and check cancels again: by a wake-up, or a slot freed here.
         self._woken = asyncio.Event()
@@ -143,11 +148,17 @@ class ExecutorStream:
                     elif message.WhichOneof("kind") == "ack":
                         trace.hop("ack.sent", task=message.ack.task)
                 yield message
+                if message.WhichOneof("kind") == "assignment":
+                    self._delivered.add(message.assignment.task.id)
         finally:
             connected.dec()
             for task in tasks:
                 task.cancel()
-            await asyncio.to_thread(self._service.goodbye, self._executor_id)
+            if self._claiming is not None:  # a claim under way commits, or not, first
+                await asyncio.wait([self._claiming])
+                if not self._claiming.cancelled() and (failed := self._claiming.exception()):
+                    log.warning("a claim as the stream ended failed", exc_info=failed)
+            await asyncio.to_thread(self._service.goodbye, self._executor_id, self._delivered)
 
     # -- what the executor sends -----------------------------------------------------------
 
@@ -415,9 +426,14 @@ class ExecutorStream:
     async def _claim_pass(self) -> None:
         trace.hop("claim.pass")
         while len(self._held) < self._slots:
-            found = await asyncio.to_thread(
-                self._service.claim, self._principal, self._offer, self._executor_id
+            # Shielded: a stream ending does not abandon a claim it began; the end waits
+            # for it, and gives back what it leased.
+            self._claiming = asyncio.ensure_future(
+                asyncio.to_thread(
+                    self._service.claim, self._principal, self._offer, self._executor_id
+                )
             )
+            found = await asyncio.shield(self._claiming)
             if found is None:
                 break
             trace.hop("claim.committed", job=found.job.id)

@@ -21,7 +21,9 @@ from executor.agent.config import AgentConfig
 from services.claims.server import build_server as build_claims
 from services.claims.service import ClaimService
 from services.core import audit, auth, tables
+from services.core.auth import Principal
 from services.core.config import Config
+from services.core.offers import Offer
 from services.core.store import Store, utcnow
 from tests.integration.test_jobs import info_of, reason_of
 from tests.support import ServiceThread, eventually
@@ -585,6 +587,33 @@ def test_reports_sent_without_waiting_are_each_acked_and_applied_once(
         )
     assert [tuple(p) for p in points] == [(seq, 1.0 / seq) for seq in range(3, 203)]
     assert events == 200
+
+
+def test_a_task_leased_as_its_stream_ended_is_given_back_at_once(
+    creator, claims_config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """A claim that commits as the executor's stream ends is never delivered: the stream's
+    end gives its task back, open for the next claim, rather than held until its lease
+    lapses; a task the stream delivered stays the executor's."""
+    creator(resources={"machines": ["gpu-1"]})
+    service = ClaimService(store, claims_config)
+    executor = Principal(key_id="key_exe", org="acme", role="executor")
+    offer = Offer.parse("gpu-1", False, ["fixture-tiny-llm"], ["cpu"], SUPPORTS)
+
+    def connected() -> str:
+        return service.hello(executor, offer, [])[0]
+
+    gone = connected()
+    first = eventually(
+        lambda: service.claim(executor, offer, gone), lambda f: f is not None, "a claim"
+    )
+    service.goodbye(gone, delivered=set())
+    kept = connected()
+    again = service.claim(executor, offer, kept)
+    assert again is not None and again.task.id == first.task.id
+    assert again.task.lease != first.task.lease
+    service.goodbye(kept, delivered={again.task.id})
+    assert service.claim(executor, offer, connected()) is None
 
 
 def test_the_executor_says_when_it_connects_and_when_it_reconnects(
