@@ -271,26 +271,40 @@ def wakeup_latency(target: str, member: str, platform: str, rounds: int) -> list
     return latencies
 
 
+# A commit of a stream's reports (those that waited while one was applied go together),
+# part by part; "reports" counts the reports it took in.
 REPORT_HOPS = (
-    ("report.received", "received → handed to a thread"),
+    ("report.received", "first report received → the commit's thread starts"),
     ("report.applying", "parse the events"),
     ("report.parsed", "apply and commit (lease, meter, points, events)"),
-    ("report.committed", "committed → ack sent"),
-    ("ack.sent", ""),
+    ("report.committed", "committed → first ack sent"),
+    ("reports", "reports a commit"),
 )
 
 
 def report_breakdown(task: str, lines: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Seconds each part of a report's handling took, by part, over the reports of `task`
-    (a stream handles its reports one at a time, so their hops come in order)."""
-    mine = [line for line in lines if line.get("task") == task]
-    spans: dict[str, list[float]] = {name: [] for name, _ in REPORT_HOPS[:-1]}
-    for i in range(len(mine) - len(REPORT_HOPS) + 1):
-        names = [later["hop"] for later in mine[i : i + len(REPORT_HOPS)]]
-        if names != [name for name, _ in REPORT_HOPS]:
+    """Seconds each part of a commit of `task`'s reports took, by part, and how many
+    reports each took in (a stream applies its reports in order, one commit at a time)."""
+    spans: dict[str, list[float]] = {name: [] for name, _ in REPORT_HOPS}
+    waiting: list[float] = []  # reports received and not yet taken into a commit
+    commit: dict[str, float] = {}
+    for line in lines:
+        if line.get("task") != task:
             continue
-        for (name, _), here, after in zip(REPORT_HOPS[:-1], mine[i:], mine[i + 1 :], strict=False):
-            spans[name].append(after["t"] - here["t"])
+        hop, t = line["hop"], line["t"]
+        if hop == "report.received":
+            waiting.append(t)
+        elif hop == "report.applying" and waiting:
+            spans["report.received"].append(t - waiting[0])
+            spans["reports"].append(len(waiting))
+            waiting, commit = [], {hop: t}
+        elif hop in ("report.parsed", "report.committed") and commit:
+            before = "report.applying" if hop == "report.parsed" else "report.parsed"
+            if before in commit:
+                spans[before].append(t - commit[before])
+            commit[hop] = t
+        elif hop == "ack.sent" and "report.committed" in commit:
+            spans["report.committed"].append(t - commit.pop("report.committed"))
     return spans
 
 
@@ -301,7 +315,10 @@ def print_breakdown(
     print(f"    {'hop':<62} {'p50 ms':>7} {'p99 ms':>7}")
     for name, label in hops:
         values = spans.get(name)
-        if label and values:
+        if values and name == "reports":  # a count, not seconds
+            low, high = statistics.median(values), max(values)
+            print(f"    {label + ' (median, most)':<62} {low:>7.0f} {high:>7.0f}")
+        elif label and values:
             print(f"    {label:<62} {pct(values, 50):>7.2f} {pct(values, 99):>7.2f}")
 
 
