@@ -154,9 +154,12 @@ class ExecutorStream:
             connected.dec()
             for task in tasks:
                 task.cancel()
-            if self._claiming is not None:  # a claim under way commits, or not, first
-                await asyncio.wait([self._claiming])
-                if not self._claiming.cancelled() and (failed := self._claiming.exception()):
+            # Ended first, so none begins a claim; then the last claim begun commits, or
+            # not, before the goodbye gives back what the stream never delivered.
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if (claiming := self._claiming) is not None:
+                await asyncio.wait([claiming])
+                if not claiming.cancelled() and (failed := claiming.exception()):
                     log.warning("a claim as the stream ended failed", exc_info=failed)
             await asyncio.to_thread(self._service.goodbye, self._executor_id, self._delivered)
 
