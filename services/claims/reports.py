@@ -174,7 +174,12 @@ class Reports:
             except errors.DomainError as exc:
                 answers[at] = exc
         if not alone and valid:
-            events = [event for _, typed in valid for event in typed]
+            # As one by one: an event numbered below one an earlier report applied is a
+            # replay, left out here as it would be there.
+            events: list[Event] = []
+            for _, typed in valid:
+                above = events[-1].seq if events else 0
+                events.extend(sorted((e for e in typed if e.seq > above), key=lambda e: e.seq))
             applied: list[Event] = []
             outcome = store.retry(
                 lambda: self._apply(principal, job_id, task_id, token, events, Effects(), applied)

@@ -562,18 +562,21 @@ def test_reports_sent_without_waiting_are_each_acked_and_applied_once(
             if first == 103:  # numbered and unnumbered together: refused
                 yield report(metric(300, 300, 0.5), task_pb2.TaskEvent(type="log", line="x"))
         yield report(*(metric(seq, seq, 9.0) for seq in range(183, 203)))  # resent
+        yield report(*(metric(seq, seq, 2.0) for seq in range(210, 213)))
+        # Numbered below what the report before applied: a replay, as if one by one.
+        yield report(*(metric(seq, seq, 3.0) for seq in range(205, 208)))
         done.wait(30)
 
     call = stub.Connect(requests(), metadata=md, timeout=60)
     assert next(call).WhichOneof("kind") == "welcome"
     task.append(next(call).assignment.task)
     assigned.set()
-    acks = [next(m for m in call if m.WhichOneof("kind") == "ack").ack for _ in range(13)]
+    acks = [next(m for m in call if m.WhichOneof("kind") == "ack").ack for _ in range(15)]
     done.set()
     call.cancel()
-    assert [a.reason for a in acks] == [""] * 7 + ["INVALID_REQUEST"] + [""] * 5
+    assert [a.reason for a in acks] == [""] * 7 + ["INVALID_REQUEST"] + [""] * 7
     seqs = [a.seq for a in acks if not a.reason]
-    assert seqs == sorted(seqs) and seqs[-1] == 202
+    assert seqs == sorted(seqs) and seqs[-1] == 212
     with store.unit(write=False) as session:
         points = session.execute(
             sa.select(tables.MetricRow.step, tables.MetricRow.value)
@@ -585,8 +588,9 @@ def test_reports_sent_without_waiting_are_each_acked_and_applied_once(
             .select_from(tables.EventRow)
             .where(tables.EventRow.job_id == job.id, tables.EventRow.type == "metric")
         )
-    assert [tuple(p) for p in points] == [(seq, 1.0 / seq) for seq in range(3, 203)]
-    assert events == 200
+    expected = [(seq, 1.0 / seq) for seq in range(3, 203)] + [(s, 2.0) for s in range(210, 213)]
+    assert [tuple(p) for p in points] == expected
+    assert events == 203
 
 
 def test_a_task_leased_as_its_stream_ended_is_given_back_at_once(
