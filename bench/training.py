@@ -14,9 +14,10 @@ first step, with its hops.
   line;
 - through its trainer (`--through trainer`, for bench/gpu.sh): the job's trainer started
   as the executor starts it, its events read from its output, with no stack;
-- bare (bench/recipe.py): the same recipe in a clean process before and after, so drift on
-  a shared machine falls on both sides; tokens/s is each run's median step, the first left
-  out (it warms up).
+- bare (bench/recipe.py): the same recipe in a clean process before and after, and, through
+  the stack, before each job and after the last with the stack idle beside it, so each
+  job's tokens/s stands between two bare runs and drift on a shared machine falls on both;
+  tokens/s is each run's median step, the first left out (it warms up).
 
     python bench/training.py [--steps 40] [--jobs 3]
     python bench/training.py --through trainer --base qwen2-half --mode lora \\
@@ -32,6 +33,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +146,16 @@ class Job:
     final: dict[str, Any]
 
 
-def through_stack(spec: dict[str, Any], jobs: int, journal: Path) -> list[Job]:
+def through_stack(
+    spec: dict[str, Any], jobs: int, journal: Path, bare: Callable[[], Trace]
+) -> tuple[list[Job], list[Trace]]:
     """`jobs` jobs one after another through a whole stack, each created once the
-    executor's warm trainer is ready: their series, create to first step and its hops."""
+    executor's warm trainer is ready: their series, create to first step and its hops;
+    and the `bare` loop run before each job and after the last, on the same machine with
+    the same stack idle beside it, so each job is measured between two bare runs (drift on
+    a shared machine falls on both)."""
     done: list[Job] = []
+    bares: list[Trace] = []
     with running(TRAINYARD_EXECUTOR_JOURNAL=str(journal)) as (ends, keys, config):
         md = [("authorization", f"Bearer {keys['member']}")]
         stub = job_service_pb2_grpc.JobServiceStub(
@@ -155,8 +163,10 @@ def through_stack(spec: dict[str, Any], jobs: int, journal: Path) -> list[Job]:
         )
         for n in range(jobs):
             wait_warm(config.home / "executor" / "local" / "warm.log", count=n + 1)
+            bares.append(bare())
             done.append(_one_job(stub, md, spec, journal))
-    return done
+        bares.append(bare())
+    return done, bares
 
 
 def _one_job(stub: Any, md: list[tuple[str, str]], spec: dict[str, Any], journal: Path) -> Job:
@@ -223,11 +233,18 @@ def _device() -> str:
 
 
 def report_training(
-    args: argparse.Namespace, jobs: list[Trace], before: Trace, after: Trace
+    args: argparse.Namespace,
+    jobs: list[Trace],
+    before: Trace,
+    after: Trace,
+    paired: list[Trace],
 ) -> None:
-    """The fidelity and throughput figures, each beside the bare loop's."""
+    """The fidelity and throughput figures, each beside the bare loop's: for tokens/s,
+    the bare runs between the jobs (`paired`) when there are, else those before and
+    after."""
     print(f"{args.base} {args.mode}, {len(jobs[0].losses)} steps, {_device()}")
-    bare = [before.tokens_per_second(), after.tokens_per_second()]
+    bare = [t.tokens_per_second() for t in paired or (before, after)]
+    where = "between the jobs, on their stack" if paired else "before and after"
     report(
         Figure(
             BENCH,
@@ -248,7 +265,7 @@ def report_training(
             "tokens/s (median step), job",
             "tokens/s",
             [job.tokens_per_second() for job in jobs],
-            "the bare DeepSpeed loop, before and after",
+            f"the bare DeepSpeed loop, {where}",
             "tokens/s",
             bare,
             goal=floor,
@@ -338,11 +355,17 @@ def main() -> None:
     except errors.DomainError as exc:  # an option this checkout does not know, say
         parser.exit(2, f"the job is refused at admission: {exc}\n")
     stacked: list[Job] = []
+    paired: list[Trace] = []
     with tempfile.TemporaryDirectory() as work:
         task = recipe.task_file(Path(work) / "bare", job_doc, rows)
         before = recipe.bare_in_a_fresh_process(task)
         if args.through == "stack":
-            stacked = through_stack(spec, args.jobs, Path(work) / "journal.jsonl")
+            stacked, paired = through_stack(
+                spec,
+                args.jobs,
+                Path(work) / "journal.jsonl",
+                lambda: recipe.bare_in_a_fresh_process(task),
+            )
             traces = [job.trace for job in stacked]
             final = stacked[-1].final
             print(f"jobs {final['status']}, effective batch {final['effectiveBatchSize']}")
@@ -353,7 +376,7 @@ def main() -> None:
                 )
             ]
         after = recipe.bare_in_a_fresh_process(task)
-    report_training(args, traces, before, after)
+    report_training(args, traces, before, after, paired)
     if stacked:
         report_first_step(stacked, before, after)
 
