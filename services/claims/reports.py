@@ -133,14 +133,13 @@ class Reports:
         each answer says what it applied). Reports that carry outputs or number none of
         their events are applied one by one, as each needs."""
         trace.hop("report.applying", task=task_id)
-        answers: list[claim_service_pb2.ReportTaskResponse | errors.DomainError] = []
+        answers: dict[int, claim_service_pb2.ReportTaskResponse | errors.DomainError] = {}
         valid: list[tuple[int, list[Event]]] = []
-        for report in reports:
+        for at, report in enumerate(reports):
             try:
-                valid.append((len(answers), parse_events(report)))
-                answers.append(errors.Unavailable())  # answered below
+                valid.append((at, parse_events(report)))
             except errors.DomainError as exc:
-                answers.append(exc)
+                answers[at] = exc
         trace.hop("report.parsed", task=task_id)
         alone = any(
             not typed or typed[0].seq == 0 or any(isinstance(e, (Artifact, Result)) for e in typed)
@@ -166,7 +165,7 @@ class Reports:
             self._count(applied)
             for at, _ in valid:
                 answers[at] = outcome
-        return answers
+        return [answers[at] for at in range(len(reports))]
 
     def _report(
         self, principal: Principal, job_id: str, task_id: str, token: str, typed: list[Event]
