@@ -142,13 +142,13 @@ class ExecutorStream:
         connected.inc()
         try:
             while (message := await self._out.get()) is not None:
-                if trace.enabled():
-                    if message.WhichOneof("kind") == "assignment":
-                        trace.hop("assignment.sent", job=message.assignment.job.id)
-                    elif message.WhichOneof("kind") == "ack":
-                        trace.hop("ack.sent", task=message.ack.task)
+                kind = message.WhichOneof("kind")
+                if kind == "assignment":
+                    trace.hop("assignment.sent", job=message.assignment.job.id)
+                elif kind == "ack":
+                    trace.hop("ack.sent", task=message.ack.task)
                 yield message
-                if message.WhichOneof("kind") == "assignment":
+                if kind == "assignment":
                     self._delivered.add(message.assignment.task.id)
         finally:
             connected.dec()

@@ -29,7 +29,3 @@ def hop(name: str, **ids: object) -> None:
         _FD,
         (json.dumps({"hop": name, "t": time.time(), "pid": os.getpid(), **ids}) + "\n").encode(),
     )
-
-
-def enabled() -> bool:
-    return _FD is not None
