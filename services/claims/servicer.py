@@ -4,6 +4,7 @@ in, a call of the service (or the stream session), proto out."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TypeAlias
 
@@ -101,5 +102,9 @@ class ClaimServicer(claim_service_pb2_grpc.ClaimServiceServicer):
             self._service, principal, first.hello, self._poll
         )
         yield claim_service_pb2.ConnectResponse(welcome=welcome)
-        async for message in stream.run(requests):
-            yield message
+        # Closed with this call, not when the collector gets to it: gRPC closes a stream the
+        # peer reset at the `yield` it waits on, and the session's end (its claimer stopped,
+        # the executor gone, what it never delivered given back) must follow at once.
+        async with contextlib.aclosing(stream.run(requests)) as messages:
+            async for message in messages:
+                yield message

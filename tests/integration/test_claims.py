@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import json
@@ -19,8 +20,10 @@ from google.protobuf import json_format, struct_pb2
 from executor.agent.agent import Agent
 from executor.agent.config import AgentConfig
 from services.claims.server import build_server as build_claims
+from services.claims.servicer import ClaimServicer
+from services.claims.store import ExecutorRow
 from services.claims.service import ClaimService
-from services.core import audit, auth, tables
+from services.core import audit, auth, context, tables
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.offers import Offer
@@ -618,6 +621,38 @@ def test_a_task_leased_as_its_stream_ended_is_given_back_at_once(
     assert again.task.lease != first.task.lease
     service.goodbye(kept, delivered={again.task.id})
     assert service.claim(executor, offer, connected()) is None
+
+
+def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
+    creator, claims_config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """gRPC closes a stream the executor reset at the message it is writing: the session
+    ends with the call, the executor gone before the close returns, not left claiming
+    tasks for a stream nobody reads until the collector finds it."""
+    creator(resources={"machines": ["gpu-1"]})
+    servicer = ClaimServicer(ClaimService(store, claims_config), poll_seconds=0.05)
+    hello = claim_service_pb2.Hello(
+        machine="gpu-1", bases=["fixture-tiny-llm"], devices=["cpu"], supports=SUPPORTS, slots=2
+    )
+
+    async def requests():  # type: ignore[no-untyped-def]
+        yield claim_service_pb2.ConnectRequest(hello=hello)
+        await asyncio.Event().wait()  # the executor sends nothing more
+
+    def connected() -> list[bool]:
+        with store.unit(write=False) as session:
+            return list(session.scalars(sa.select(ExecutorRow.connected)))
+
+    async def reset_at_the_assignment() -> list[bool]:
+        context.principal_var.set(Principal(key_id="key_exe", org="acme", role="executor"))
+        stream = servicer.Connect(requests(), None)  # type: ignore[arg-type]
+        assert (await anext(stream)).WhichOneof("kind") == "welcome"
+        assert (await anext(stream)).WhichOneof("kind") == "assignment"
+        assert connected() == [True]
+        await stream.aclose()
+        return connected()
+
+    assert asyncio.run(reset_at_the_assignment()) == [False]
 
 
 def test_the_executor_says_when_it_connects_and_when_it_reconnects(
