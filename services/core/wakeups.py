@@ -49,6 +49,11 @@ def job_topic(job_id: str) -> str:
     return f"job:{job_id}"
 
 
+def queued_topic() -> str:
+    """A job entered the queue (a create, a retry): a preparer takes it."""
+    return "queued"
+
+
 def claimable_topic(org: str, machine: str) -> str:
     """A task opened that the executors of `machine` in `org` may claim; for no machine,
     one the platform's executors may claim. Only those wake, not every executor."""
@@ -326,22 +331,32 @@ class Notifications:
             for topic in topics:
                 by_kind.setdefault(kind(topic), []).append(topic)
             try:
-                for name, some in by_kind.items():
-                    for payload in _payloads(some, NOTIFICATION_BYTES):
-                        self._notify(name, payload)
+                self._notify(
+                    [
+                        (name, payload)
+                        for name, some in by_kind.items()
+                        for payload in _payloads(some, NOTIFICATION_BYTES)
+                    ]
+                )
             except Exception:  # the waiters' poll covers it
                 log.warning("wake-up not sent", exc_info=True)
             if more is None:
                 return
 
-    def _notify(self, topic_kind: str, payload: str) -> None:
+    def _notify(self, messages: list[tuple[str, str]]) -> None:
+        """Each (kind, payload) on its kind's channel, in one statement: one round trip."""
         for _ in range(2):  # once more on a fresh connection if the kept one broke
             if self._sending is None:
                 self._sending = psycopg.connect(self._dsn, autocommit=True)
                 self._schema = _schema(self._sending)
             try:
-                channel = _channel(self._schema, topic_kind)
-                self._sending.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+                query = "SELECT " + ", ".join(["pg_notify(%s, %s)"] * len(messages))
+                params = [
+                    value
+                    for name, payload in messages
+                    for value in (_channel(self._schema, name), payload)
+                ]
+                self._sending.execute(query, params)
                 return
             except psycopg.OperationalError:
                 with contextlib.suppress(Exception):

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.core import adapters as stored_adapters
-from services.core import audit, errors, ids, lifecycle
+from services.core import audit, errors, ids, lifecycle, trace
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.money import rates, windows
@@ -22,6 +22,7 @@ from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
 from services.core.validation import check_typed_job, parse_json_job
 from services.jobs import adapters, expected, frozen, remote, sources, spec, store, view
+from services.jobs.preparation import Preparation
 from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog
@@ -137,8 +138,10 @@ class JobCreation:
         config: Config,
         reader: sources.DatasetReader | None,
         data_sources: remote.SourceCredentials | None = None,
+        preparation: Preparation | None = None,
     ) -> None:
         self._store = store
+        self._preparation = preparation
         self._catalog = catalog
         self._config = config
         self._reader = reader
@@ -342,7 +345,6 @@ class JobCreation:
                     actor=principal.key_id,
                     request_id=request_id,
                 )
-                return view.job_proto(session, row, self._catalog), True
         except IntegrityError:
             if not key:
                 raise
@@ -352,6 +354,13 @@ class JobCreation:
                 if found is None:
                     raise errors.Conflict() from None
                 return view.job_proto(session, found, self._catalog), False
+        trace.hop("create.committed", job=job_id)
+        if self._preparation is not None:
+            self._preparation.prepare_at_hand(job_id, job)
+        # The answer: the job as its create left it, where it stands in its queue now.
+        with self._store.unit(write=False) as session:
+            session.add(row)
+            return view.job_proto(session, row, self._catalog), True
 
 
 def _replay(session: Session, org: str, key: str, shape: str) -> JobRow | None:

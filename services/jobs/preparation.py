@@ -9,16 +9,20 @@ only new bytes are granted and uploaded through ArtifactService first."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 
+from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, lifecycle, retention, trace
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
+from services.core.tables import JobRow
 from services.jobs import remote, snapshots, sources, store
 from services.jobs.data_sources import UnknownSource
+from trainyard.job.v1 import job_pb2
 from trainyard.training import datasets
 from trainyard.training.catalog import Catalog
 
@@ -46,39 +50,55 @@ class Preparation:
         self._snapshots = snapshots
         self._retention_days = retention_days
 
-    def prepare_next(self) -> bool:
+    def prepare_at_hand(self, job_id: str, job: job_pb2.Job) -> None:
+        """Prepare the job just created, at once, when its rows are built in code: a create
+        on such a dataset reaches a claimable task without a hand-off to the background
+        loop, which takes any job this leaves queued (a failure here is logged)."""
+        if not sources.at_hand(job.dataset, self._kind(job)):
+            return
+        try:
+            self.prepare_next(job_id)
+        except Exception:
+            log.exception("job %s: preparation at create failed; the loop takes it", job_id)
+
+    def prepare_next(self, job_id: str = "") -> bool:
         """Move the oldest queued job into preparation and snapshot its dataset; False when
         nothing was waiting. A job whose snapshotting stalled (its preparer died, or the
         store was unreachable) is taken again once it has been quiet for a while. Safe with
         several replicas: the job's row lock, taken first as every writer of its events
-        does, decides."""
+        does, decides. Rows built in code wait on nothing: such a job is verified in the
+        unit that takes it, once the org stores the snapshot's bytes. `job_id` takes that
+        job only."""
         stalled = utcnow() - dt.timedelta(seconds=SNAPSHOT_STALL_SECONDS)
+        snapshot: datasets.Snapshot | None = None
         with self._store.unit() as session:
-            row = store.next_to_prepare(session, stalled)
+            row = store.next_to_prepare(session, stalled, job_id)
             if row is None:
                 return False
+            trace.hop("preparation.started", job=row.id)
             job_id, org = row.id, row.org
             try:
                 verified = lifecycle.start_preparation(session, row)
                 job = row.frozen()
+                kind = self._kind(job)
+                if not verified and sources.at_hand(job.dataset, kind):
+                    # A refused selection is refused below, as any source's is.
+                    with contextlib.suppress(errors.DomainError, datasets.DatasetError):
+                        snapshot = self._snapshot(job, org, kind)
+                    if snapshot is not None:
+                        verified = self._verify(session, row, snapshot)
             except StaleDataError:
                 return True
-        trace.hop("preparation.started", job=job_id)
         if verified:
             return True
         try:
-            base = self._catalog.get(job.base_model)
-            kind = base.rows if base is not None else "chat"
-            rows = sources.load(job.dataset, org, self._reader, kind, self._sources)
-            snapshot = datasets.build_snapshot(
-                datasets.select(rows, job.dataset.tags),
-                job.objective.loss_mask,
-                sources.held_out(kind),
-            )
-            if not retrying(lambda: self._done(job_id, org, snapshot)):
+            if snapshot is None:
+                snapshot = self._snapshot(job, org, kind)
+            made = snapshot
+            if not retrying(lambda: self._done(job_id, org, made)):
                 assert self._snapshots is not None
-                self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
-                retrying(lambda: self._done(job_id, org, snapshot))
+                self._snapshots.keep(org, job_id, made.sha256, made.data)
+                retrying(lambda: self._done(job_id, org, made))
         except (remote.Unreadable, UnknownSource) as unreadable:
             # The source would not give the bytes the job was created on: nothing ran.
             category = getattr(unreadable, "category", "deleted")
@@ -95,6 +115,19 @@ class Preparation:
             retrying(lambda: self._failed(job_id, code))
         return True
 
+    def _kind(self, job: job_pb2.Job) -> str:
+        """The rows the job's base reads (`catalog.Base.rows`)."""
+        base = self._catalog.get(job.base_model)
+        return base.rows if base is not None else "chat"
+
+    def _snapshot(self, job: job_pb2.Job, org: str, kind: str) -> datasets.Snapshot:
+        rows = sources.load(job.dataset, org, self._reader, kind, self._sources)
+        return datasets.build_snapshot(
+            datasets.select(rows, job.dataset.tags),
+            job.objective.loss_mask,
+            sources.held_out(kind),
+        )
+
     def _done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> bool:
         """Verify the job's snapshot, the job holding its object; False, with nothing
         verified, when the org does not store its bytes yet (they are kept first)."""
@@ -103,22 +136,29 @@ class Preparation:
             row = store.job_by_id(session, job_id, lock=True)
             if row is None or row.status != JobStatus.PREPARING:
                 return True  # cancelled meanwhile: the snapshot stays, unused
-            if self._snapshots is not None:
-                kept = lifecycle.stored_object(session, org, snapshot.sha256)
-                if kept is None:
-                    return False
-                lifecycle.hold(
-                    session,
-                    kept,
-                    job_id,
-                    kind="snapshot",
-                    name="snapshot",
-                    now=utcnow(),
-                    kept=retention.of_job(row),
-                    default_days=self._retention_days,
-                )
-            lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
-            return True
+            return self._verify(session, row, snapshot)
+
+    def _verify(self, session: Session, row: JobRow, snapshot: datasets.Snapshot) -> bool:
+        """In the unit that holds the preparing job's row: its snapshot kept and verified,
+        the job holding the snapshot's object; False, with nothing verified, when the org
+        does not store the bytes yet."""
+        snapshots.add_snapshot(session, row.org, snapshot, utcnow())
+        if self._snapshots is not None:
+            kept = lifecycle.stored_object(session, row.org, snapshot.sha256)
+            if kept is None:
+                return False
+            lifecycle.hold(
+                session,
+                kept,
+                row.id,
+                kind="snapshot",
+                name="snapshot",
+                now=utcnow(),
+                kept=retention.of_job(row),
+                default_days=self._retention_days,
+            )
+        lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
+        return True
 
     def _failed(self, job_id: str, code: str) -> None:
         with self._store.unit() as session:

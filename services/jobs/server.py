@@ -4,7 +4,6 @@ audit trail and limits) too."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import grpc
@@ -16,6 +15,7 @@ from services.core.metrics import JobsByState, SilentJobs
 from services.core.pagetoken import PageTokens
 from services.core.server import Service, build
 from services.core.store import Store
+from services.core.wakeups import queued_topic, woken
 from services.jobs import sources
 from services.jobs.control import JobControl
 from services.jobs.create import JobCreation
@@ -51,14 +51,13 @@ def use_cases(
     downloads: Downloads | None = None,
 ) -> JobService:
     registered = DataSources(store, Sealer(config.master_key()))
+    preparation = Preparation(store, reader, snapshots, catalog, config.retention_days, registered)
     return JobService(
-        creation=JobCreation(store, catalog, config, reader, registered),
+        creation=JobCreation(store, catalog, config, reader, registered, preparation),
         reads=JobReads(store, tokens, catalog),
         control=JobControl(store, config, catalog),
         publishing=Publishing(store, downloads),
-        preparation=Preparation(
-            store, reader, snapshots, catalog, config.retention_days, registered
-        ),
+        preparation=preparation,
         data_sources=registered,
     )
 
@@ -70,7 +69,6 @@ def build_server(
     port: int | None = None,
     reader: sources.DatasetReader | None = None,
 ) -> Service:
-    kick = asyncio.Event()
     holder: dict[str, JobService] = {}
 
     def register(server: grpc.aio.Server, store: Store) -> None:
@@ -84,7 +82,6 @@ def build_server(
             JobServicer(
                 service,
                 catalog,
-                kick,
                 store.wakeups,
                 keepalive_seconds=keepalive(config.gateway_idle_timeout_seconds),
             ),
@@ -104,22 +101,23 @@ def build_server(
         roles=ROLES,
         store=store,
         port=port,
-        hears=("job",),  # the event long-polls and watches
+        hears=("job", "queued"),  # the event long-polls and watches; preparation
     )
 
     async def prepare_forever(stopping: asyncio.Event) -> None:
-        """Snapshot queued jobs' datasets; woken by a create, else every half second."""
+        """Snapshot queued jobs' datasets; woken once a job enters the queue (a create or a
+        retry, in any replica, committed), else every half second."""
         service = holder["service"]
-        while not stopping.is_set():
-            try:
-                busy = await asyncio.to_thread(service.preparation.prepare_next)
-            except Exception:
-                log.exception("preparation pass failed")
-                busy = False
-            if not busy:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(kick.wait(), IDLE_SECONDS)
-                kick.clear()
+        with built.store.wakeups.watching(queued_topic()) as queued:
+            while not stopping.is_set():
+                queued.clear()
+                try:
+                    busy = await asyncio.to_thread(service.preparation.prepare_next)
+                except Exception:
+                    log.exception("preparation pass failed")
+                    busy = False
+                if not busy:
+                    await woken(queued, IDLE_SECONDS)
 
     built.background.append(prepare_forever)
     built.metrics.registry.register(JobsByState(built.store))

@@ -59,7 +59,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self,
         service: JobService,
         catalog: Catalog,
-        kick: asyncio.Event | None = None,
         wakeups: Wakeups | None = None,
         *,
         keepalive_seconds: float = KEEPALIVE_SECONDS,
@@ -67,7 +66,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self._service = service
         self._keepalive = keepalive_seconds
         self._catalog = catalog
-        self._kick = kick or asyncio.Event()
         # A job's record growing, in whichever process: the long polls and watches wake.
         self._wakeups = wakeups or Wakeups()
 
@@ -79,16 +77,13 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def CreateJob(self, request: job_service_pb2.CreateJobRequest, ctx: Ctx) -> job_pb2.Job:
         trace.hop("create.received")
         body = json_format.MessageToDict(request.body) if request.HasField("body") else None
-        job, created = await asyncio.to_thread(
+        job, _ = await asyncio.to_thread(
             self._service.creation.create,
             context.principal(),
             body,
             request.job,
             request_id=context.request_id.get(),
         )
-        if created:
-            trace.hop("create.committed", job=job.id)
-            self._kick.set()
         return job
 
     async def EstimateJob(
@@ -200,7 +195,6 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 request_id=context.request_id.get(),
             )
         )
-        self._kick.set()
         return job_service_pb2.RetryJobResponse(job=job, attempt=attempt)
 
     async def PublishJob(

@@ -55,6 +55,11 @@ def load(
     return _parsed(_bytes(dataset, org, reader, sources), parse_jsonl)
 
 
+def at_hand(dataset: job_pb2.Dataset, kind: str = "chat") -> bool:
+    """Whether `load` makes the rows without reading anything: a fixture built in code."""
+    return dataset.uri == (decisions.FIXTURE_DATASET if kind == "decision" else FIXTURE_DATASET)
+
+
 def _bytes(
     dataset: job_pb2.Dataset,
     org: str,

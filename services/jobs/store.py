@@ -19,6 +19,7 @@ from services.core.object_tables import JobArtifactRow, ObjectRow, PublicationRo
 from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
 from services.core.store import Base, UtcDateTime, utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, MetricRow, attempts_read
+from services.core.wakeups import mark, queued_topic
 
 CREATE_JOB = "CreateJob"
 
@@ -125,6 +126,7 @@ def add_job(
         update_time=now,
     )
     session.add(row)
+    mark(session, queued_topic())
     session.flush()  # the job before what refers to it
     attempt = AttemptRow(
         id=ids.new_id("att"),
@@ -317,12 +319,15 @@ def add_attempt(
 # -- preparation --------------------------------------------------------------------------
 
 
-def next_to_prepare(session: Session, stalled_before: dt.datetime) -> JobRow | None:
-    """The oldest queued job, or one whose snapshotting has been quiet since
-    `stalled_before`; locked, skipping a row another preparer holds."""
+def next_to_prepare(
+    session: Session, stalled_before: dt.datetime, job_id: str = ""
+) -> JobRow | None:
+    """The oldest queued job (or the job `job_id` names, if queued), or one whose
+    snapshotting has been quiet since `stalled_before`; locked, skipping a row another
+    preparer holds."""
+    query = sa.select(JobRow).where(JobRow.id == job_id) if job_id else sa.select(JobRow)
     return session.scalar(
-        sa.select(JobRow)
-        .where(
+        query.where(
             sa.or_(
                 JobRow.status == JobStatus.QUEUED,
                 sa.and_(

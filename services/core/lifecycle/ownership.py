@@ -27,6 +27,7 @@ from services.core.states import (
 )
 from services.core.store import utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, SnapshotRow
+from services.core.wakeups import mark, queued_topic
 
 # -- cancel and retry ----------------------------------------------------------------------
 
@@ -66,6 +67,7 @@ def requeue(session: Session, job: JobRow, attempt: AttemptRow, *, actor: str = 
     if job.status not in RETRYABLE:
         raise errors.InvalidTransition()
     previous, job.status = job.status, J.QUEUED
+    mark(session, queued_topic())
     job.attempt_count = attempt.attempt_number
     if (job.preparation or {}).get("status") != P.VERIFIED:
         job.preparation = {"status": str(P.QUEUED)}  # never snapshotted: the retry does it
