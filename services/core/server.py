@@ -6,7 +6,6 @@ NOT_SERVING, drain, exit)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import gc
 import logging
@@ -23,6 +22,7 @@ from services.core.config import Config
 from services.core.metrics import Metrics
 from services.core.rpc import Authenticator, GatewayInterceptor
 from services.core.store import Store, open_store
+from services.core.wakeups import woken
 from trainyard.exposition import metrics_port_file
 from trainyard.ports import publish_port
 from trainyard.private import private
@@ -70,9 +70,7 @@ class Service:
 
         async def loop(stopping: asyncio.Event) -> None:
             while not stopping.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), seconds)
-                if stopping.is_set():
+                if await woken(stopping, seconds):
                     return
                 try:
                     if line := await asyncio.to_thread(work):

@@ -43,9 +43,9 @@ class Order:
             if self.next is None or seq < self.next:
                 self.next = seq
             try:
-                await asyncio.wait_for(
-                    self.changed.wait_for(lambda: self.next == seq or seq in self.done), 60
-                )
+                # Not `asyncio.wait_for`: on Python 3.11 it can drop a cancel (`woken`).
+                async with asyncio.timeout(60):
+                    await self.changed.wait_for(lambda: self.next == seq or seq in self.done)
             except TimeoutError:
                 raise Refused(400, "A call before this one (by seq_id) never arrived.") from None
             if seq in self.done:

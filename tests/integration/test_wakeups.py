@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from services.core.store import Store, open_store
-from services.core.wakeups import Wakeups, mark
+from services.core.wakeups import Wakeups, mark, woken
 
 HEARS = ("job", "tasks")
 
@@ -134,6 +134,31 @@ def test_a_waiter_in_the_same_process_wakes_without_a_transport(tmp_path: Path) 
         asyncio.run(scenario())
     finally:
         store.dispose()
+
+
+def test_a_waiter_cancelled_as_its_event_is_set_stops_waiting() -> None:
+    """A loop that waits on `woken` ends when cancelled, even as a wake-up sets its event
+    in the same turn of the event loop (as a stream's claimer is cancelled at its end
+    while its last report frees a slot): the cancel is not dropped for the wake-up."""
+
+    async def scenario() -> tuple[bool, int]:
+        event, passes = asyncio.Event(), 0
+
+        async def waiter() -> None:
+            nonlocal passes
+            while True:
+                event.clear()
+                await woken(event, 10)
+                passes += 1
+
+        task = asyncio.create_task(waiter())
+        await asyncio.sleep(0)  # it waits
+        event.set()
+        task.cancel()
+        await asyncio.wait([task], timeout=5)
+        return task.cancelled(), passes
+
+    assert asyncio.run(scenario()) == (True, 0)
 
 
 def test_a_dead_process_is_no_longer_sent_to(tmp_path: Path) -> None:
