@@ -123,8 +123,8 @@ def claim_latency(
 CLAIM_HOPS = (
     ("create.received", "create reached JobService (client, Envoy)"),
     ("create.committed", "create committed (admission, insert)"),
-    ("preparation.started", "preparation started (hand-off, queued → preparing)"),
-    ("wakeup.sent", "task claimable, wake-up sent (snapshot, verify, open task)"),
+    ("preparation.started", "preparation took the job (its row locked)"),
+    ("wakeup.sent", "task claimable, wake-up sent (preparing, snapshot, verify, task)"),
     ("wakeup.received", "wake-up received by ClaimService"),
     ("claim.pass", "claim pass started (stream woken)"),
     ("claim.committed", "claim committed (lease, hold, audit)"),

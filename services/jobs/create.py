@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.core import adapters as stored_adapters
-from services.core import audit, errors, ids, lifecycle, trace
+from services.core import audit, errors, ids, lifecycle, trace, wakeups
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.money import rates, windows
@@ -306,6 +306,9 @@ class JobCreation:
                         now=utcnow(),
                         key_id=principal.key_id,
                     )
+                prepares = self._preparation is not None and self._preparation.at_hand(job)
+                if not prepares:  # a preparer takes it, in whichever replica
+                    wakeups.mark(session, wakeups.queued_topic())
                 number = store.next_number(session, org, job.project)
                 if not job.output.name:
                     job.output.name = f"{job.project}-{number}"
@@ -355,8 +358,8 @@ class JobCreation:
                     raise errors.Conflict() from None
                 return view.job_proto(session, found, self._catalog), False
         trace.hop("create.committed", job=job_id)
-        if self._preparation is not None:
-            self._preparation.prepare_at_hand(job_id, job)
+        if prepares and self._preparation is not None:
+            self._preparation.prepare_created(job_id)
         # The answer: the job as its create left it, where it stands in its queue now.
         with self._store.unit(write=False) as session:
             session.add(row)

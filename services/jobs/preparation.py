@@ -16,7 +16,7 @@ import logging
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, lifecycle, retention, trace
+from services.core import errors, lifecycle, retention, trace, wakeups
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
@@ -50,16 +50,19 @@ class Preparation:
         self._snapshots = snapshots
         self._retention_days = retention_days
 
-    def prepare_at_hand(self, job_id: str, job: job_pb2.Job) -> None:
-        """Prepare the job just created, at once, when its rows are built in code: a create
-        on such a dataset reaches a claimable task without a hand-off to the background
-        loop, which takes any job this leaves queued (a failure here is logged)."""
-        if not sources.at_hand(job.dataset, self._kind(job)):
-            return
+    def at_hand(self, job: job_pb2.Job) -> bool:
+        """Whether the job's rows are built in code: its create prepares it at once
+        (`prepare_created`), with no hand-off to the background loop."""
+        return sources.at_hand(job.dataset, self._kind(job))
+
+    def prepare_created(self, job_id: str) -> None:
+        """Prepare a job just created whose rows are at hand; if that fails, the loop is
+        woken to take it (the failure is logged)."""
         try:
             self.prepare_next(job_id)
         except Exception:
             log.exception("job %s: preparation at create failed; the loop takes it", job_id)
+            self._store.wakeups.publish([wakeups.queued_topic()])
 
     def prepare_next(self, job_id: str = "") -> bool:
         """Move the oldest queued job into preparation and snapshot its dataset; False when

@@ -19,7 +19,6 @@ from services.core.object_tables import JobArtifactRow, ObjectRow, PublicationRo
 from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
 from services.core.store import Base, UtcDateTime, utcnow
 from services.core.tables import AttemptRow, EventRow, JobRow, MetricRow, attempts_read
-from services.core.wakeups import mark, queued_topic
 
 CREATE_JOB = "CreateJob"
 
@@ -126,7 +125,6 @@ def add_job(
         update_time=now,
     )
     session.add(row)
-    mark(session, queued_topic())
     session.flush()  # the job before what refers to it
     attempt = AttemptRow(
         id=ids.new_id("att"),
