@@ -74,13 +74,14 @@ class Preparation:
         job only."""
         stalled = utcnow() - dt.timedelta(seconds=SNAPSHOT_STALL_SECONDS)
         snapshot: datasets.Snapshot | None = None
-        with self._store.unit() as session:
-            row = store.next_to_prepare(session, stalled, job_id)
-            if row is None:
-                return False
-            trace.hop("preparation.started", job=row.id)
-            job_id, org = row.id, row.org
-            try:
+        try:
+            # Written once, at the commit: the job's two moves are one update of its row.
+            with self._store.unit() as session, session.no_autoflush:
+                row = store.next_to_prepare(session, stalled, job_id)
+                if row is None:
+                    return False
+                trace.hop("preparation.started", job=row.id)
+                job_id, org = row.id, row.org
                 verified = lifecycle.start_preparation(session, row)
                 job = row.frozen()
                 kind = self._kind(job)
@@ -90,8 +91,8 @@ class Preparation:
                         snapshot = self._snapshot(job, org, kind)
                     if snapshot is not None:
                         verified = self._verify(session, row, snapshot)
-            except StaleDataError:
-                return True
+        except StaleDataError:
+            return True
         if verified:
             return True
         try:
