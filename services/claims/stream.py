@@ -14,7 +14,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from services.claims.service import ClaimService
 from services.core import errors, trace
@@ -134,7 +134,7 @@ class ExecutorStream:
 
     async def run(
         self, requests: AsyncIterator[claim_service_pb2.ConnectRequest]
-    ) -> AsyncIterator[claim_service_pb2.ConnectResponse]:
+    ) -> AsyncGenerator[claim_service_pb2.ConnectResponse, None]:
         tasks = [asyncio.create_task(self._read(requests)), asyncio.create_task(self._claim())]
         if self._offer.clients:
             tasks.append(asyncio.create_task(self._operate()))

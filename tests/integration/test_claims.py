@@ -20,9 +20,9 @@ from google.protobuf import json_format, struct_pb2
 from executor.agent.agent import Agent
 from executor.agent.config import AgentConfig
 from services.claims.server import build_server as build_claims
+from services.claims.service import ClaimService
 from services.claims.servicer import ClaimServicer
 from services.claims.store import ExecutorRow
-from services.claims.service import ClaimService
 from services.core import audit, auth, context, tables
 from services.core.auth import Principal
 from services.core.config import Config
