@@ -166,7 +166,7 @@ class Wakeups:
 async def woken(event: asyncio.Event, timeout: float) -> bool:
     """Wait until `event` is set or `timeout` seconds pass; whether it was set. A cancel
     always ends the wait: Python 3.11's `asyncio.wait_for` drops one that comes as the
-    event is set, and a stream's claimer cancelled so went on claiming for nobody."""
+    event is set (an ended stream's claimer, cancelled so, went on claiming for nobody)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(max(timeout, 0.0)):
             await event.wait()

@@ -1169,6 +1169,14 @@ def test_money_and_counters_read_as_numbers_and_absent_blocks_as_null(
     seed_shaped(job)
     assert (job["evaluation"], job["outcome"], job["cost_credits"]) == (None, None, 0)
     assert job["resources"]["max_seconds"] == 3600 and job["project"] == "2026"
+
+    def watched_to_its_end(job_id: str) -> list[dict[str, Any]]:
+        """The jobs the watch stream carries, line by line, until the job ends."""
+        with owner.stream("GET", f"/v1/train/jobs/{job_id}/watch") as streamed:
+            assert streamed.status_code == 200
+            lines = [json.loads(line) for line in streamed.iter_lines() if line.strip()]
+        return [line["job"] for line in lines if "job" in line]
+
     # A platform job with a budget, cancelled at once: its cost compares with its budget.
     platform = {**PARKED, "resources": {"budget": 100, "max_seconds": 600}}
     paid = owner.post("/v1/train/jobs", json=platform).json()
@@ -1176,6 +1184,8 @@ def test_money_and_counters_read_as_numbers_and_absent_blocks_as_null(
     cancelled = owner.post(f"/v1/train/jobs/{paid['id']}/cancel", json={})
     assert cancelled.status_code == 200, cancelled.text
     seed_shaped(cancelled.json())
+    # The stack's executor may hold it already, and stops it first: `cancelling` until then.
+    assert watched_to_its_end(paid["id"])[-1]["status"] == "cancelled"
     # Every answer that carries a job: a read, the list, a retry.
     seed_shaped(owner.get(f"/v1/train/jobs/{job['id']}").json())
     listed = owner.get("/v1/train/jobs").json()["jobs"]
@@ -1187,10 +1197,7 @@ def test_money_and_counters_read_as_numbers_and_absent_blocks_as_null(
     seed_shaped(retried.json()["job"])
     owner.post(f"/v1/train/jobs/{paid['id']}/cancel", json={})
     # The watch stream's jobs too, line by line.
-    with owner.stream("GET", f"/v1/train/jobs/{paid['id']}/watch") as streamed:
-        assert streamed.status_code == 200
-        lines = [json.loads(line) for line in streamed.iter_lines() if line.strip()]
-    watched = [line["job"] for line in lines if "job" in line]
+    watched = watched_to_its_end(paid["id"])
     assert watched and watched[-1]["status"] == "cancelled"
     for one in watched:
         seed_shaped(one)
