@@ -306,8 +306,12 @@ class JobCreation:
                         now=utcnow(),
                         key_id=principal.key_id,
                     )
-                prepares = self._preparation is not None and self._preparation.at_hand(job)
-                if not prepares:  # a preparer takes it, in whichever replica
+                # This thread prepares a job whose rows are at hand; else a preparer, in
+                # whichever replica, is woken to.
+                preparer = self._preparation
+                if preparer is not None and not preparer.at_hand(job):
+                    preparer = None
+                if preparer is None:
                     wakeups.mark(session, wakeups.queued_topic())
                 number = store.next_number(session, org, job.project)
                 if not job.output.name:
@@ -358,8 +362,8 @@ class JobCreation:
                     raise errors.Conflict() from None
                 return view.job_proto(session, found, self._catalog), False
         trace.hop("create.committed", job=job_id)
-        if prepares and self._preparation is not None:
-            self._preparation.prepare_created(job_id)
+        if preparer is not None:
+            preparer.prepare_created(job_id)
         # The answer: the job as its create left it, where it stands in its queue now.
         with self._store.unit(write=False) as session:
             session.add(row)

@@ -90,6 +90,7 @@ class Preparation:
                     with contextlib.suppress(errors.DomainError, datasets.DatasetError):
                         snapshot = self._snapshot(job, org, kind)
                     if snapshot is not None:
+                        snapshots.add_snapshot(session, org, snapshot, utcnow())
                         verified = self._verify(session, row, snapshot)
         except StaleDataError:
             return True
@@ -143,10 +144,9 @@ class Preparation:
             return self._verify(session, row, snapshot)
 
     def _verify(self, session: Session, row: JobRow, snapshot: datasets.Snapshot) -> bool:
-        """In the unit that holds the preparing job's row: its snapshot kept and verified,
-        the job holding the snapshot's object; False, with nothing verified, when the org
-        does not store the bytes yet."""
-        snapshots.add_snapshot(session, row.org, snapshot, utcnow())
+        """In the unit that holds the preparing job's row, its snapshot's rows added: the
+        snapshot verified, the job holding its object; False, with nothing verified, when
+        the org does not store the bytes yet."""
         if self._snapshots is not None:
             kept = lifecycle.stored_object(session, row.org, snapshot.sha256)
             if kept is None:
