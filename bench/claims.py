@@ -3,7 +3,8 @@ named), each beside a baseline measured in the same run, N runs of each:
 
 - claim latency: a job created over gRPC to the assignment an idle, connected executor
   receives (p50, p99), preparation included, beside a raw gRPC ping-pong's round trip;
-  with the stack's trace on (services/core/trace.py), where the time goes, hop by hop;
+  with the stack's trace on (services/core/trace.py), where the time goes, hop by hop,
+  and how many statements the stack's processes sent to the database during each;
 - the event long-poll's wake-up: an event recorded to the answer in a watcher's hand;
 - durable report ingestion: metric events per second, each batch acknowledged only
   after it is committed, on a task the platform runs (metered by the clock and charged
@@ -121,10 +122,9 @@ def claim_latency(
 # trace.py) is the job's own, or, for a hop that names no job, the first of its kind after
 # the hop before (the benchmark's jobs go one at a time).
 CLAIM_HOPS = (
-    ("create.received", "create reached JobService (client, Envoy)"),
-    ("create.committed", "create committed (admission, insert)"),
-    ("preparation.started", "preparation took the job (its row locked)"),
-    ("wakeup.sent", "task claimable, wake-up sent (preparing, snapshot, verify, task)"),
+    ("create.received", "create reached JobService (client, Envoy, key read)"),
+    ("preparation.started", "admitted, inserted, taken for preparation (its unit)"),
+    ("wakeup.sent", "snapshot verified, task open, committed, wake-up sent"),
     ("wakeup.received", "wake-up received by ClaimService"),
     ("claim.pass", "claim pass started (stream woken)"),
     ("claim.committed", "claim committed (lease, hold, audit)"),
@@ -138,6 +138,7 @@ def claim_breakdown(
 ) -> dict[str, list[float]]:
     """Seconds each hop took, by hop, over the jobs of `ends`."""
     claims_pids = {line["pid"] for line in lines if line["hop"] == "claim.pass"}
+    counted = any(line["hop"] == "sql" for line in lines)
     spans: dict[str, list[float]] = {name: [] for name, _ in CLAIM_HOPS}
     for end in ends:
         job, at = str(end["job"]), end["sent"]
@@ -161,6 +162,9 @@ def claim_breakdown(
             if t != t:  # no such line: the hop's clock starts again at the next found
                 continue
             spans[name].append(t - at)
+            if counted:
+                sent = sum(1 for line in lines if line["hop"] == "sql" and at < line["t"] <= t)
+                spans.setdefault(f"{name}.statements", []).append(sent)
             at = t
     return spans
 
@@ -170,7 +174,9 @@ def _claimable(line: dict[str, Any]) -> bool:
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
-    lines = [json.loads(text) for text in path.read_text().splitlines() if text]
+    # The stack's processes go on writing: a last line may be half written.
+    whole = path.read_text().split("\n")[:-1]
+    lines = [json.loads(text) for text in whole if text]
     return sorted(lines, key=lambda line: line["t"])
 
 
@@ -311,15 +317,19 @@ def report_breakdown(task: str, lines: list[dict[str, Any]]) -> dict[str, list[f
 def print_breakdown(
     title: str, hops: tuple[tuple[str, str], ...], spans: dict[str, list[float]]
 ) -> None:
+    """Each hop's p50 and p99, and the median of the statements sent during it by any
+    process (where counted)."""
     print(f"  {title}")
-    print(f"    {'hop':<62} {'p50 ms':>7} {'p99 ms':>7}")
+    print(f"    {'hop':<62} {'p50 ms':>7} {'p99 ms':>7} {'stmts':>5}")
     for name, label in hops:
         values = spans.get(name)
+        statements = spans.get(f"{name}.statements")
+        sent = f"{statistics.median(statements):>5.0f}" if statements else ""
         if values and name == "reports":  # a count, not seconds
             low, high = statistics.median(values), max(values)
             print(f"    {label + ' (median, most)':<62} {low:>7.0f} {high:>7.0f}")
         elif label and values:
-            print(f"    {label:<62} {pct(values, 50):>7.2f} {pct(values, 99):>7.2f}")
+            print(f"    {label:<62} {pct(values, 50):>7.2f} {pct(values, 99):>7.2f} {sent}")
 
 
 def main() -> None:

@@ -285,6 +285,9 @@ class Leases:
                     halve=offer.platform,
                     now=now,
                     key_id=job.key_id,
+                    # Holds are made by claims only, and an attempt's joins are claimed
+                    # after its lead: a first attempt's lead never claimed holds nothing.
+                    first=task.role == "lead" and task.epoch == 0 and job.attempt_count == 1,
                 )
                 if isinstance(held, windows.Refusal):
                     if held.final:  # no later claim could hold it: stopped before it runs

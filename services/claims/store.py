@@ -16,7 +16,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from services.core import bulk, ids
 from services.core.states import STOPPING, JobStatus, TaskStatus
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import JobRow, MetricRow, TaskRow
+from services.core.tables import AttemptRow, JobRow, MetricRow, TaskRow, attempts_read
 
 T = TypeVar("T")
 # The jobs whose open tasks an executor may claim.
@@ -61,8 +61,25 @@ def job(session: Session, job_id: str, *, lock: bool = False) -> JobRow | None:
 
 
 def job_unless_locked(session: Session, job_id: str) -> JobRow | None:
-    """The job locked, or None while another writer holds it."""
-    return session.get(JobRow, job_id, with_for_update={"skip_locked": True})
+    """The job locked, its current attempt read with it (`attempts_read`), or None while
+    another writer holds it."""
+    found = session.execute(
+        sa.select(JobRow, AttemptRow)
+        .outerjoin(
+            AttemptRow,
+            sa.and_(
+                AttemptRow.job_id == JobRow.id, AttemptRow.attempt_number == JobRow.attempt_count
+            ),
+        )
+        .where(JobRow.id == job_id)
+        .with_for_update(skip_locked=True, of=JobRow)
+    ).first()
+    if found is None:
+        return None
+    job, attempt = found
+    if attempt is not None:
+        attempts_read(session)[job.id, attempt.attempt_number] = attempt
+    return job
 
 
 def lead_of(session: Session, join: TaskRow) -> TaskRow | None:

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors
+from services.core import errors, trace
 from services.core.wakeups import Wakeups, marked
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,8 @@ def create_engine(url: str) -> Engine:
     if not url.startswith("sqlite"):
         engine = sa.create_engine(url, pool_size=10, max_overflow=20)
         _ping_when_idle(engine)
+        _reads_only_read(engine)
+        trace.statements(engine)
         return engine
 
     path = sa.engine.make_url(url).database
@@ -108,6 +110,7 @@ def create_engine(url: str) -> Engine:
         write = conn.get_execution_options().get("trainyard_write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
+    trace.statements(engine)
     return engine
 
 
@@ -131,6 +134,19 @@ def _ping_when_idle(engine: Engine) -> None:
             raise sa.exc.DisconnectionError() from None  # the pool connects afresh
 
 
+def _reads_only_read(engine: Engine) -> None:
+    """A read unit runs on PostgreSQL without a transaction (see `Store.unit`), so what it
+    wrote would stay: a statement other than a read there is refused before it is sent."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _sending(conn: sa.Connection, _cursor: Any, statement: str, *_args: Any) -> None:
+        options = conn.get_execution_options()
+        if options.get("trainyard_write", True) or options.get("isolation_level") != "AUTOCOMMIT":
+            return
+        if not statement.lstrip()[:6].upper() == "SELECT":
+            raise RuntimeError("a read unit of work may only read")
+
+
 class Store:
     """Units of work over one engine: a write unit commits on a clean exit, anything
     else rolls back."""
@@ -147,7 +163,12 @@ class Store:
     @contextlib.contextmanager
     def unit(self, *, write: bool = True) -> Iterator[Session]:
         with self._sessions() as session:
-            session.connection(execution_options={"trainyard_write": write})
+            options: dict[str, Any] = {"trainyard_write": write}
+            if not write and self.dialect == "postgresql":
+                # Under READ COMMITTED each statement reads afresh, in a transaction or not:
+                # a read unit sends no BEGIN and no ROLLBACK, two round trips fewer.
+                options["isolation_level"] = "AUTOCOMMIT"
+            session.connection(execution_options=options)
             try:
                 yield session
                 if write:

@@ -12,7 +12,7 @@ from google.protobuf import json_format, timestamp_pb2
 from sqlalchemy.orm import Session
 
 from services.core.money.rates import cost
-from services.core.money.tables import HoldRow
+from services.core.money.tables import HoldRow, holds_read
 from services.core.object_tables import ObjectRow, readable
 from services.core.states import HoldStatus
 from services.core.store import utcnow
@@ -50,9 +50,11 @@ def job_protos(session: Session, rows: Sequence[JobRow]) -> list[job_pb2.Job]:
         for a in session.scalars(query):
             if a.attempt_number == current[a.job_id]:
                 attempts[a.job_id] = a
-    holds: dict[str, list[HoldRow]] = {job_id: [] for job_id in ids}
-    for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id.in_(ids))):
-        holds[hold.job_id].append(hold)
+    known_holds = holds_read(session)
+    holds = {job_id: list(known_holds.get(job_id, ())) for job_id in ids}
+    if unread := [job_id for job_id in ids if job_id not in known_holds]:
+        for hold in session.scalars(sa.select(HoldRow).where(HoldRow.job_id.in_(unread))):
+            holds[hold.job_id].append(hold)
     outputs = {(row.org, str(row.result.get("sha256", ""))) for row in rows if row.result}
     for org in {org for org, _ in outputs}:
         # Loaded into the session's identity map, where each job's `session.get` finds it.

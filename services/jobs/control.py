@@ -86,7 +86,7 @@ class JobControl:
                         "The projected run exceeds the execution limit.",
                         reason="TRAINING_DURATION_EXCEEDS_LIMIT",
                     )
-                check_queue(session, principal.org, self._config)
+                check_queue(store.open_jobs(session, principal.org), self._config)
                 attempt = store.add_attempt(
                     session,
                     row,

@@ -1,10 +1,12 @@
 """Admission and create: a spec checked in HIP-1333 §3's order, expanded, planned and
 admitted on its projected duration (an estimate stops there), then inserted once per
-idempotency key with the project's next number."""
+idempotency key with the project's next number (and, when its rows are built in code,
+taken through preparation in the same transaction)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -13,19 +15,23 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from services.core import adapters as stored_adapters
-from services.core import audit, errors, ids, lifecycle, trace, wakeups
+from services.core import audit, errors, ids, wakeups
+from services.core import view as core_view
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.money import rates, windows
-from services.core.states import JobStatus
+from services.core.money.tables import holds_read
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
 from services.core.validation import check_typed_job, parse_json_job
 from services.jobs import adapters, expected, frozen, remote, sources, spec, store, view
 from services.jobs.preparation import Preparation
+from services.jobs.queue import QueueReader
 from trainyard.job.v1 import job_pb2, job_service_pb2
 from trainyard.training import datasets, planning
 from trainyard.training.catalog import Base, Catalog
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +112,9 @@ def check_scope(principal: Principal, job: job_pb2.Job) -> None:
     principal.check_base(job.base_model)
 
 
-def check_queue(session: Session, org: str, config: Config) -> None:
+def check_queue(open_jobs: int, config: Config) -> None:
     """JOB_LIMIT when the org already has its most jobs that have not ended."""
-    if store.open_jobs(session, org) >= config.queue_limit:
+    if open_jobs >= config.queue_limit:
         raise errors.ResourceExhausted(
             "The org already has its most jobs that have not ended.",
             reason="JOB_LIMIT",
@@ -293,8 +299,9 @@ class JobCreation:
                 store.lock_org(session, org)
                 if key and (found := _replay(session, org, key, shape)) is not None:
                     return view.job_proto(session, found, self._catalog), False
-                check_queue(session, org, self._config)
                 job = admission.job
+                open_jobs, number = store.open_and_next(session, org, job.project)
+                check_queue(open_jobs, self._config)
                 if admission.platform:  # its payer must hold one device's first window
                     windows.admit(
                         session,
@@ -306,14 +313,13 @@ class JobCreation:
                         now=utcnow(),
                         key_id=principal.key_id,
                     )
-                # This thread prepares a job whose rows are at hand; else a preparer, in
-                # whichever replica, is woken to.
+                # This unit takes a job whose rows are at hand for preparation; else a
+                # preparer, in whichever replica, is woken to.
                 preparer = self._preparation
                 if preparer is not None and not preparer.at_hand(job):
                     preparer = None
                 if preparer is None:
                     wakeups.mark(session, wakeups.queued_topic())
-                number = store.next_number(session, org, job.project)
                 if not job.output.name:
                     job.output.name = f"{job.project}-{number}"
                 row = store.add_job(
@@ -336,14 +342,7 @@ class JobCreation:
                     now=utcnow(),
                     key_id=principal.key_id,
                 )
-                lifecycle.append_event(
-                    session,
-                    row,
-                    "transition",
-                    attempt=1,
-                    status=JobStatus.QUEUED,
-                    reason="created",
-                )
+                holds_read(session)[job_id] = []
                 audit.record(
                     session,
                     "training.job.create.accepted",
@@ -352,6 +351,13 @@ class JobCreation:
                     actor=principal.key_id,
                     request_id=request_id,
                 )
+                # The answer: the job as its create made it (its attempt and no holds are
+                # known, so nothing is read), before preparation moves it on.
+                answer = core_view.job_proto(session, row)
+                taken = None
+                if preparer is not None:
+                    with session.no_autoflush:  # the job's moves are one update of its row
+                        taken = preparer.start(session, row, created=True)
         except IntegrityError:
             if not key:
                 raise
@@ -361,13 +367,16 @@ class JobCreation:
                 if found is None:
                     raise errors.Conflict() from None
                 return view.job_proto(session, found, self._catalog), False
-        trace.hop("create.committed", job=job_id)
-        if preparer is not None:
-            preparer.prepare_created(job_id)
-        # The answer: the job as its create left it, where it stands in its queue now.
+        if preparer is not None and taken is not None:
+            try:
+                preparer.finish(taken)
+            except Exception:  # the loop takes it again once its snapshotting stalls
+                log.exception("job %s: preparation at create failed", job_id)
         with self._store.unit(write=False) as session:
-            session.add(row)
-            return view.job_proto(session, row, self._catalog), True
+            queue = QueueReader(session, self._catalog, utcnow()).position(row, created=True)
+        if queue is not None:
+            answer.queue.CopyFrom(queue)
+        return answer, True
 
 
 def _replay(session: Session, org: str, key: str, shape: str) -> JobRow | None:

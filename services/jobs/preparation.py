@@ -1,7 +1,9 @@
 """Preparation: a queued job's dataset read, selected and snapshotted, the snapshot kept as
 an object the job holds, and the job moved on (`002_…` "Preparação"). The server's
-background loop calls `prepare_next` until nothing waits; the moves are `lifecycle`'s
-`start_preparation`, `snapshot_verified` and `preparation_failed`.
+background loop calls `prepare_next` until nothing waits; a create takes a job on rows
+built in code itself, in its own transaction (`start`, then `finish` once it commits).
+The moves are `lifecycle`'s `start_preparation`, `snapshot_verified` and
+`preparation_failed`.
 
 The same rows make the same snapshot: when the org stores its bytes already (a job on the
 same data before), the job holds that object in the transaction that verifies it, and
@@ -10,13 +12,15 @@ only new bytes are granted and uploaded through ArtifactService first."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
+import functools
 import logging
 
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from services.core import errors, lifecycle, retention, trace, wakeups
+from services.core import errors, lifecycle, retention, trace
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
@@ -31,6 +35,19 @@ log = logging.getLogger(__name__)
 # A snapshotting job untouched this long is taken again (its preparer died or the store
 # did not answer).
 SNAPSHOT_STALL_SECONDS = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Taken:
+    """A job a unit took for preparation: what `Preparation.finish` needs once it commits."""
+
+    job_id: str
+    org: str
+    job: job_pb2.Job
+    kind: str
+    # The snapshot made in that unit, if any; `verified` when the unit verified it.
+    snapshot: datasets.Snapshot | None
+    verified: bool
 
 
 class Preparation:
@@ -51,59 +68,61 @@ class Preparation:
         self._retention_days = retention_days
 
     def at_hand(self, job: job_pb2.Job) -> bool:
-        """Whether the job's rows are built in code: its create prepares it at once
-        (`prepare_created`), with no hand-off to the background loop."""
+        """Whether the job's rows are built in code: its create takes it for preparation
+        in its own unit (`start`), with no hand-off to the background loop."""
         return sources.at_hand(job.dataset, self._kind(job))
 
-    def prepare_created(self, job_id: str) -> None:
-        """Prepare a job just created whose rows are at hand; if that fails, the loop is
-        woken to take it (the failure is logged)."""
-        try:
-            self.prepare_next(job_id)
-        except Exception:
-            log.exception("job %s: preparation at create failed; the loop takes it", job_id)
-            self._store.wakeups.publish([wakeups.queued_topic()])
-
-    def prepare_next(self, job_id: str = "") -> bool:
+    def prepare_next(self) -> bool:
         """Move the oldest queued job into preparation and snapshot its dataset; False when
         nothing was waiting. A job whose snapshotting stalled (its preparer died, or the
         store was unreachable) is taken again once it has been quiet for a while. Safe with
         several replicas: the job's row lock, taken first as every writer of its events
-        does, decides. Rows built in code wait on nothing: such a job is verified in the
-        unit that takes it, once the org stores the snapshot's bytes. `job_id` takes that
-        job only."""
+        does, decides."""
         stalled = utcnow() - dt.timedelta(seconds=SNAPSHOT_STALL_SECONDS)
-        snapshot: datasets.Snapshot | None = None
         try:
             # Written once, at the commit: the job's two moves are one update of its row.
             with self._store.unit() as session, session.no_autoflush:
-                row = store.next_to_prepare(session, stalled, job_id)
+                row = store.next_to_prepare(session, stalled)
                 if row is None:
                     return False
-                trace.hop("preparation.started", job=row.id)
-                job_id, org = row.id, row.org
-                verified = lifecycle.start_preparation(session, row)
-                job = row.frozen()
-                kind = self._kind(job)
-                if not verified and sources.at_hand(job.dataset, kind):
-                    # A refused selection is refused below, as any source's is.
-                    with contextlib.suppress(errors.DomainError, datasets.DatasetError):
-                        snapshot = self._snapshot(job, org, kind)
-                    if snapshot is not None:
-                        snapshots.add_snapshot(session, org, snapshot, utcnow())
-                        verified = self._verify(session, row, snapshot)
+                taken = self.start(session, row)
         except StaleDataError:
             return True
-        if verified:
-            return True
+        self.finish(taken)
+        return True
+
+    def start(self, session: Session, row: JobRow, *, created: bool = False) -> Taken:
+        """In the caller's unit, which holds the job's row (the loop's, or the create's
+        own, `created`): the job taken for preparation. Rows built in code wait on
+        nothing: such a job is verified in the same unit, once the org stores the
+        snapshot's bytes."""
+        trace.hop("preparation.started", job=row.id)
+        verified = lifecycle.start_preparation(session, row)
+        job = row.frozen()
+        kind = self._kind(job)
+        snapshot: datasets.Snapshot | None = None
+        if not verified and sources.at_hand(job.dataset, kind):
+            # A refused selection is refused by `finish`, as any source's is.
+            with contextlib.suppress(errors.DomainError, datasets.DatasetError):
+                snapshot = self._snapshot(job, row.org, kind)
+            if snapshot is not None:
+                snapshots.add_snapshot(session, row.org, snapshot, utcnow())
+                verified = self._verify(session, row, snapshot, created=created)
+        return Taken(row.id, row.org, job, kind, snapshot, verified)
+
+    def finish(self, taken: Taken) -> None:
+        """Once the unit that took the job committed: unless it was verified there, its
+        snapshot is read and kept, and the job verified (or failed, or left to be taken
+        again when the store does not answer)."""
+        if taken.verified:
+            return
+        job_id, org = taken.job_id, taken.org
         try:
-            if snapshot is None:
-                snapshot = self._snapshot(job, org, kind)
-            made = snapshot
-            if not retrying(lambda: self._done(job_id, org, made)):
+            snapshot = taken.snapshot or self._snapshot(taken.job, org, taken.kind)
+            if not retrying(lambda: self._done(job_id, org, snapshot)):
                 assert self._snapshots is not None
-                self._snapshots.keep(org, job_id, made.sha256, made.data)
-                retrying(lambda: self._done(job_id, org, made))
+                self._snapshots.keep(org, job_id, snapshot.sha256, snapshot.data)
+                retrying(lambda: self._done(job_id, org, snapshot))
         except (remote.Unreadable, UnknownSource) as unreadable:
             # The source would not give the bytes the job was created on: nothing ran.
             category = getattr(unreadable, "category", "deleted")
@@ -113,12 +132,11 @@ class Preparation:
                 # Nothing is wrong with the input: the job stays snapshotting and is taken
                 # again once the store answers.
                 log.warning("job %s: the dataset could not be read or kept yet", job_id)
-                return True
+                return
             if exc.reason == "CONFLICT":
-                return True  # lost to other writers: taken again once it stalls
+                return  # lost to other writers: taken again once it stalls
             code = exc.reason.lower()
             retrying(lambda: self._failed(job_id, code))
-        return True
 
     def _kind(self, job: job_pb2.Job) -> str:
         """The rows the job's base reads (`catalog.Base.rows`)."""
@@ -126,11 +144,13 @@ class Preparation:
         return base.rows if base is not None else "chat"
 
     def _snapshot(self, job: job_pb2.Job, org: str, kind: str) -> datasets.Snapshot:
+        if sources.at_hand(job.dataset, kind):
+            return _built_in(
+                job.dataset.uri, kind, tuple(job.dataset.tags), job.objective.loss_mask
+            )
         rows = sources.load(job.dataset, org, self._reader, kind, self._sources)
         return datasets.build_snapshot(
-            datasets.select(rows, job.dataset.tags),
-            job.objective.loss_mask,
-            sources.held_out(kind),
+            datasets.select(rows, job.dataset.tags), job.objective.loss_mask, sources.held_out(kind)
         )
 
     def _done(self, job_id: str, org: str, snapshot: datasets.Snapshot) -> bool:
@@ -143,10 +163,12 @@ class Preparation:
                 return True  # cancelled meanwhile: the snapshot stays, unused
             return self._verify(session, row, snapshot)
 
-    def _verify(self, session: Session, row: JobRow, snapshot: datasets.Snapshot) -> bool:
-        """In the unit that holds the preparing job's row, its snapshot's rows added: the
-        snapshot verified, the job holding its object; False, with nothing verified, when
-        the org does not store the bytes yet."""
+    def _verify(
+        self, session: Session, row: JobRow, snapshot: datasets.Snapshot, *, created: bool = False
+    ) -> bool:
+        """In the unit that holds the preparing job's row (`created`: the unit that made
+        it), its snapshot's rows added: the snapshot verified, the job holding its object;
+        False, with nothing verified, when the org does not store the bytes yet."""
         if self._snapshots is not None:
             kept = lifecycle.stored_object(session, row.org, snapshot.sha256)
             if kept is None:
@@ -160,6 +182,7 @@ class Preparation:
                 now=utcnow(),
                 kept=retention.of_job(row),
                 default_days=self._retention_days,
+                new_holder=created,
             )
         lifecycle.snapshot_verified(session, row, snapshot.sha256, len(snapshot.items))
         return True
@@ -170,3 +193,13 @@ class Preparation:
             if row is None or row.status != JobStatus.PREPARING:
                 return
             lifecycle.preparation_failed(session, row, code)
+
+
+@functools.lru_cache(maxsize=32)
+def _built_in(uri: str, kind: str, tags: tuple[str, ...], loss_mask: str) -> datasets.Snapshot:
+    """The snapshot of a dataset built in code, made once a process for what selects it
+    (its rows are the same each time; a job's preparation took 2 ms building it)."""
+    rows = sources.load(job_pb2.Dataset(uri=uri), "", None, kind)
+    return datasets.build_snapshot(
+        datasets.select(rows, list(tags)), loss_mask, sources.held_out(kind)
+    )

@@ -132,9 +132,10 @@ class QueueReader:
         self._executors: dict[tuple[str, str], list[_Executor]] = {}
         self._runs: dict[tuple[str, str, str], list[expected.Run]] = {}
 
-    def position(self, row: JobRow) -> job_pb2.QueuePosition | None:
-        """Where the job stands, or None unless it waits for an executor."""
-        if not self._waits(row):
+    def position(self, row: JobRow, *, created: bool = False) -> job_pb2.QueuePosition | None:
+        """Where the job stands, or None unless it waits for an executor. `created`: the
+        job as its create answers it, which waits (it may have moved on since)."""
+        if not created and not self._waits(row):
             return None
         spec = row.frozen()
         target = self._target(row.org, spec)

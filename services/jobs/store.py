@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core import context, errors, ids
+from services.core import context, errors, ids, lifecycle
 from services.core.object_tables import JobArtifactRow, ObjectRow, PublicationRow, readable
 from services.core.states import TERMINAL, AttemptStatus, JobStatus, PreparationStatus
 from services.core.store import Base, UtcDateTime, utcnow
@@ -74,12 +74,22 @@ def open_jobs(session: Session, org: str) -> int:
     return count or 0
 
 
-def next_number(session: Session, org: str, project: str) -> int:
-    """The number the project's next job takes: one past the highest, never reused."""
-    highest = session.scalar(
-        sa.select(sa.func.max(JobRow.number)).where(JobRow.org == org, JobRow.project == project)
+def open_and_next(session: Session, org: str, project: str) -> tuple[int, int]:
+    """How many of the org's jobs have not ended, and the number the project's next job
+    takes (one past the highest, never reused): one statement."""
+    opened = (
+        sa.select(sa.func.count())
+        .select_from(JobRow)
+        .where(JobRow.org == org, JobRow.status.not_in(TERMINAL))
+        .scalar_subquery()
     )
-    return (highest or 0) + 1
+    highest = (
+        sa.select(sa.func.max(JobRow.number))
+        .where(JobRow.org == org, JobRow.project == project)
+        .scalar_subquery()
+    )
+    count, number = session.execute(sa.select(opened, highest)).one()
+    return count or 0, (number or 0) + 1
 
 
 def used_key(session: Session, org: str, key: str) -> IdempotencyKey | None:
@@ -104,7 +114,8 @@ def add_job(
     now: dt.datetime,
     key_id: str = "",
 ) -> JobRow:
-    """A new job in its first state, with its first attempt and, under a key, the key."""
+    """A new job in its first state and its event, with its first attempt and, under a
+    key, the key."""
     row = JobRow(
         id=job_id,
         org=org,
@@ -125,6 +136,10 @@ def add_job(
         update_time=now,
     )
     session.add(row)
+    # Numbered before the job is written: its insert carries the event's seq.
+    lifecycle.append_event(
+        session, row, "transition", attempt=1, status=JobStatus.QUEUED, reason="created"
+    )
     session.flush()  # the job before what refers to it
     attempt = AttemptRow(
         id=ids.new_id("att"),
@@ -317,15 +332,12 @@ def add_attempt(
 # -- preparation --------------------------------------------------------------------------
 
 
-def next_to_prepare(
-    session: Session, stalled_before: dt.datetime, job_id: str = ""
-) -> JobRow | None:
-    """The oldest queued job (or the job `job_id` names, if queued), or one whose
-    snapshotting has been quiet since `stalled_before`; locked, skipping a row another
-    preparer holds."""
-    query = sa.select(JobRow).where(JobRow.id == job_id) if job_id else sa.select(JobRow)
+def next_to_prepare(session: Session, stalled_before: dt.datetime) -> JobRow | None:
+    """The oldest queued job, or one whose snapshotting has been quiet since
+    `stalled_before`; locked, skipping a row another preparer holds."""
     return session.scalar(
-        query.where(
+        sa.select(JobRow)
+        .where(
             sa.or_(
                 JobRow.status == JobStatus.QUEUED,
                 sa.and_(

@@ -125,6 +125,19 @@ def test_a_failed_unit_of_work_leaves_nothing(store: Store) -> None:
         assert session.scalar(sa.select(sa.func.count()).select_from(audit.AuditEvent)) == 0
 
 
+def test_a_read_unit_writes_nothing(store: Store) -> None:
+    """On PostgreSQL a read unit runs without a transaction, so a write there would stay:
+    it is refused before it is sent. On SQLite it rolls back with the unit."""
+    with store.unit() as session:
+        _, key = auth.create_key(session, org="acme", role="member")
+    refused = RuntimeError if store.dialect == "postgresql" else errors.Unauthenticated
+    with pytest.raises(refused), store.unit(write=False) as session:
+        session.execute(sa.update(auth.ApiKey).values(revoke_time=utcnow()))
+        auth.authenticate(session, key)  # SQLite: revoked inside the unit, as written
+    with store.unit(write=False) as session:
+        assert auth.authenticate(session, key).org == "acme"
+
+
 def test_concurrent_writers_all_commit(store: Store) -> None:
     failures: list[BaseException] = []
 

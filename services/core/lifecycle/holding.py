@@ -32,10 +32,12 @@ def hold(
     now: dt.datetime,
     kept: Retention | None = None,
     default_days: int = 0,
+    new_holder: bool = False,
 ) -> None:
     """Name the object as one `holder` (a job, or a training client) produced or reads,
-    unless it is named so already; a stored one is kept at least as long as `kept` asks."""
-    if session.get(JobArtifactRow, (row.org, holder, row.sha256)) is None:
+    unless it is named so already (never, for a `new_holder` the caller's unit made); a
+    stored one is kept at least as long as `kept` asks."""
+    if new_holder or session.get(JobArtifactRow, (row.org, holder, row.sha256)) is None:
         session.add(
             JobArtifactRow(
                 org=row.org,

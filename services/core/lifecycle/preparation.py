@@ -43,15 +43,19 @@ def start_preparation(session: Session, job: JobRow) -> bool:
 
 
 def snapshot_verified(session: Session, job: JobRow, sha256: str, selected: int) -> None:
-    """The snapshot is made: the job reads it, and its tasks may be claimed."""
-    job.dataset_sha256, job.snapshot_time = sha256, utcnow()
-    move_preparation(
+    """The snapshot is made: the job reads it, and its tasks may be claimed. Once: a job
+    verified already (by another preparer of a stalled one) is left as it was, so the
+    tasks opened here are its attempt's first."""
+    verified = move_preparation(
         job,
         P.VERIFIED,
         snapshot_sha256=sha256,
         selected_examples=selected,
         trainable_examples=job.planned().trainable_examples,
     )
+    if not verified:
+        return
+    job.dataset_sha256, job.snapshot_time = sha256, utcnow()
     append_event(
         session,
         job,
@@ -60,7 +64,7 @@ def snapshot_verified(session: Session, job: JobRow, sha256: str, selected: int)
         status=J.PREPARING,
         reason="snapshot_verified",
     )
-    _opentasks_of(session, job)
+    _open_tasks(session, job)
 
 
 def preparation_failed(session: Session, job: JobRow, code: str) -> None:
@@ -72,10 +76,14 @@ def preparation_failed(session: Session, job: JobRow, code: str) -> None:
 
 
 def _opentasks_of(session: Session, job: JobRow) -> None:
+    """The current attempt's tasks, unless they are made already."""
+    if not tasks_of(session, job):
+        _open_tasks(session, job)
+
+
+def _open_tasks(session: Session, job: JobRow) -> None:
     """Make the current attempt's tasks: a lead on the first machine the job names (or for
     the platform's executor), a join on each other, offered once the lead coordinates."""
-    if tasks_of(session, job):
-        return
     machines = list(job.frozen().resources.machines) or [""]
     mark(session, claimable_topic(job.org, machines[0]))  # the lead's; joins wait for it
     now = utcnow()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from services.core.store import Base, UtcDateTime
 
@@ -115,3 +115,9 @@ class HoldRow(Base):
     refusal: Mapped[str] = mapped_column(sa.String(32), default="")
     start_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
     update_time: Mapped[dt.datetime] = mapped_column(UtcDateTime())
+
+
+def holds_read(session: Session) -> dict[str, list[HoldRow]]:
+    """Every hold of a job, by job, as a unit of work read or made them: a claim reads its
+    job's holds once (`windows.bounds_left`), not again for the job's view."""
+    return session.info.setdefault("holds", {})  # type: ignore[no-any-return]

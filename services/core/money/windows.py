@@ -31,7 +31,7 @@ from services.core import errors, webhooks
 from services.core.config import Config
 from services.core.money import ledger, rates
 from services.core.money.rates import MICRO_CENTS_PER_CENT, cost, seconds_for
-from services.core.money.tables import HoldRow, WalletRow
+from services.core.money.tables import HoldRow, WalletRow, holds_read
 from services.core.states import HoldStatus
 from trainyard.job.v1 import job_pb2
 
@@ -137,11 +137,15 @@ def available(session: Session, wallet: WalletRow) -> int:
 
 
 def bounds_left(
-    session: Session, job_id: str, resources: job_pb2.Resources
+    session: Session, job_id: str, resources: job_pb2.Resources, *, unheld: bool = False
 ) -> tuple[int | None, int | None]:
     """The device-seconds and micro-cents the job's `max_seconds` and `budget` leave after
-    every hold of the job (a released hold holds what it used)."""
-    holds = list(session.scalars(sa.select(HoldRow).where(HoldRow.job_id == job_id)))
+    every hold of the job (a released hold holds what it used); `unheld`: the caller
+    knows it holds none, so none are read."""
+    holds = (
+        [] if unheld else list(session.scalars(sa.select(HoldRow).where(HoldRow.job_id == job_id)))
+    )
+    holds_read(session)[job_id] = holds
     seconds = budget = None
     if resources.HasField("max_seconds"):
         seconds = resources.max_seconds - sum(h.held_seconds for h in holds)
@@ -181,12 +185,14 @@ def open_hold(
     halve: bool,
     now: dt.datetime,
     key_id: str = "",
+    first: bool = False,
 ) -> Grant | Refusal:
     """Hold a claimed task's first window on as many of the offered devices as its payer
     holds (halving down to one when `halve`), or say why not. `key_id`: the key that
-    created the job, whose monthly cap it is weighed against too."""
+    created the job, whose monthly cap it is weighed against too. `first`: the job's
+    first claim, so it holds nothing yet."""
     rate = rates.rate(session, meter)[0] if charged else 0
-    seconds, budget = bounds_left(session, job_id, resources)
+    seconds, budget = bounds_left(session, job_id, resources, unheld=first)
     wallet = ledger.wallet(session, org, free_cents=policy.free_cents, now=now) if charged else None
     devices = offered
     while True:
@@ -214,23 +220,23 @@ def open_hold(
             key_id=key_id,
         )
         return Refusal(refusal, final=bool(alone))
-    session.add(
-        HoldRow(
-            task_id=task_id,
-            epoch=epoch,
-            org=org,
-            job_id=job_id,
-            project=project,
-            charged=charged,
-            meter=meter,
-            rate=rate,
-            devices=devices,
-            held_seconds=window,
-            status=HoldStatus.LIVE,
-            start_time=now,
-            update_time=now,
-        )
+    hold = HoldRow(
+        task_id=task_id,
+        epoch=epoch,
+        org=org,
+        job_id=job_id,
+        project=project,
+        charged=charged,
+        meter=meter,
+        rate=rate,
+        devices=devices,
+        held_seconds=window,
+        status=HoldStatus.LIVE,
+        start_time=now,
+        update_time=now,
     )
+    session.add(hold)
+    holds_read(session)[job_id].append(hold)
     return Grant(devices=devices, held=window, rate=rate)
 
 
