@@ -15,7 +15,15 @@ from playwright.sync_api import Page, expect
 from standardwebhooks.webhooks import Webhook
 
 from tests.e2e import test_console as console
-from tests.support import Receiver, StackProcess, bearer, org_executor, reason, wait_for_job
+from tests.support import (
+    Receiver,
+    StackProcess,
+    bearer,
+    eventually,
+    org_executor,
+    reason,
+    wait_for_job,
+)
 
 ENDED = ("succeeded", "failed", "cancelled", "stopped", "rejected")
 
@@ -61,7 +69,13 @@ def test_a_jobs_end_is_delivered_signed_retried_logged_and_redelivered(
             assert message["data"]["number"] == job["number"]
         assert got[0][0]["webhook-id"] == got[1][0]["webhook-id"]
         log = f"/v1/train/webhooks/{hook['id']}/deliveries"
-        (delivery,) = member.get(log).json()["deliveries"]
+        # The receiver holds the request before its answer reaches the platform, which
+        # records the attempt once it has it.
+        (delivery,) = eventually(
+            lambda: member.get(log).json()["deliveries"],
+            lambda found: found[0]["status"] != "pending",
+            "the delivery's second attempt recorded",
+        )
         assert (delivery["status"], delivery["attempts"], delivery["last_status_code"]) == (
             "succeeded", 2, 200,
         )  # fmt: skip
