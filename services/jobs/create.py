@@ -6,9 +6,10 @@ taken through preparation in the same transaction)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -169,29 +170,22 @@ class JobCreation:
         expanded = spec.expand(job, base)
         if found:
             adapters.apply(expanded, found[0])
-        rows = sources.load(expanded.dataset, principal.org, self._reader, base.rows, self._sources)
-        untrainable: tuple[str, ...] = ()
-        try:
-            selected = datasets.select(rows, expanded.dataset.tags)
-            try:
-                stats = datasets.check(
-                    selected,
-                    system_prompt=expanded.dataset.system_prompt,
-                    loss_mask=expanded.objective.loss_mask,
-                )
-            except datasets.DatasetError as exc:
-                if not report or exc.reason not in datasets.UNTRAINABLE:
-                    raise
-                stats = datasets.stats(selected, expanded.objective.loss_mask)
-                untrainable = (exc.reason,)
-        except datasets.DatasetError as exc:
-            raise sources.domain_error(exc) from None
-        bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
-        held_out = sources.held_out(base.rows)
-        if held_out is None:
-            evals = len(datasets.eval_ids(selected, expanded.objective.loss_mask))
+        dataset, loss_mask = expanded.dataset, expanded.objective.loss_mask
+        if sources.at_hand(dataset, base.rows):
+            stats, untrainable, evals = _built_in_selection(
+                dataset.uri,
+                base.rows,
+                tuple(dataset.tags),
+                dataset.system_prompt,
+                loss_mask,
+                report,
+            )
         else:
-            evals = sum(map(held_out, selected))
+            rows = sources.load(dataset, principal.org, self._reader, base.rows, self._sources)
+            stats, untrainable, evals = _selection(
+                rows, base.rows, dataset.tags, dataset.system_prompt, loss_mask, report
+            )
+        bound = expanded.resources.steps if expanded.resources.HasField("steps") else None
         plan = planning.plan(stats.trainable_chats, expanded.hyperparameters, bound, evals)
         workload = planning.workload_seconds(
             base.to_proto().profile.duration,
@@ -377,6 +371,44 @@ class JobCreation:
         if queue is not None:
             answer.queue.CopyFrom(queue)
         return answer, True
+
+
+def _selection(
+    rows: Sequence[datasets.Row],
+    kind: str,
+    tags: Iterable[str],
+    system_prompt: str,
+    loss_mask: str,
+    report: bool,
+) -> tuple[datasets.Stats, tuple[str, ...], int]:
+    """The selected rows' stats, why they cannot train (only when `report`, else that is
+    refused) and how many the eval split holds out."""
+    untrainable: tuple[str, ...] = ()
+    try:
+        selected = datasets.select(rows, tags)
+        try:
+            stats = datasets.check(selected, system_prompt=system_prompt, loss_mask=loss_mask)
+        except datasets.DatasetError as exc:
+            if not report or exc.reason not in datasets.UNTRAINABLE:
+                raise
+            stats = datasets.stats(selected, loss_mask)
+            untrainable = (exc.reason,)
+    except datasets.DatasetError as exc:
+        raise sources.domain_error(exc) from None
+    held_out = sources.held_out(kind)
+    if held_out is not None:
+        return stats, untrainable, sum(map(held_out, selected))
+    return stats, untrainable, len(datasets.eval_ids(selected, loss_mask))
+
+
+@functools.lru_cache(maxsize=32)
+def _built_in_selection(
+    uri: str, kind: str, tags: tuple[str, ...], system_prompt: str, loss_mask: str, report: bool
+) -> tuple[datasets.Stats, tuple[str, ...], int]:
+    """`_selection` of a dataset built in code, made once a process for what selects it
+    (a refusal is not kept: it is raised each time)."""
+    rows = sources.load(job_pb2.Dataset(uri=uri), "", None, kind)
+    return _selection(rows, kind, tags, system_prompt, loss_mask, report)
 
 
 def _replay(session: Session, org: str, key: str, shape: str) -> JobRow | None:
