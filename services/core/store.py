@@ -143,7 +143,7 @@ def _reads_only_read(engine: Engine) -> None:
         options = conn.get_execution_options()
         if options.get("trainyard_write", True) or options.get("isolation_level") != "AUTOCOMMIT":
             return
-        if not statement.lstrip()[:6].upper() == "SELECT":
+        if statement.lstrip()[:6].upper() != "SELECT":
             raise RuntimeError("a read unit of work may only read")
 
 
