@@ -19,7 +19,7 @@ from services.claims.reports import Reports
 from services.core import errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.config import Config
-from services.core.money import ledger, rates, storage, windows
+from services.core.money import client_windows, ledger, rates, storage, windows
 from services.core.money.tables import EntryRow, HoldRow, PostingRow, WalletRow
 from services.core.object_tables import ObjectRow
 from services.core.offers import Offer
@@ -356,7 +356,7 @@ def test_a_client_operation_is_charged_its_engine_seconds_once(bench: Bench) -> 
     bench.credit(1)
     for _ in range(3):  # a retried call keeps its sequence number
         with bench.store.unit() as session:
-            windows.charge_client(
+            client_windows.charge_client(
                 session, windows.Policy(), org="acme", client_id="cli_0123456789abcdef", seq=7,
                 engine_seconds=2.5, now=bench.clock(),
             )  # fmt: skip

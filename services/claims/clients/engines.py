@@ -28,7 +28,7 @@ from services.core import errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
-from services.core.money import windows
+from services.core.money import client_windows, windows
 from services.core.states import CLIENT_LIVE, OPERATION_PENDING, ClientStatus, OperationStatus
 from services.core.store import Store, utcnow
 from services.core.tables import ClientRow, OperationRow
@@ -174,7 +174,7 @@ class Engines:
                 client.engine_seconds += op.seconds
                 hold = hold_of(session, client)
                 if hold is not None:
-                    client.cost_micro_cents += windows.meter_client(
+                    client.cost_micro_cents += client_windows.meter_client(
                         session, self._policy, hold, seq=op.seq, engine_seconds=op.seconds, now=now
                     )
                 return op.kind, op.status

@@ -23,7 +23,7 @@ from services.core import adapters, audit, errors, ids, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.config import Config
-from services.core.money import windows
+from services.core.money import client_windows, windows
 from services.core.money.tables import HoldRow
 from services.core.states import CLIENT_GONE, CLIENT_LIVE, ClientStatus, OperationStatus
 from services.core.store import Store, utcnow
@@ -91,7 +91,7 @@ class Clients:
                 engine = self._engine(session, principal.org, base.name)
                 client_id = ids.new_id("cli")
                 charged = engine.platform
-                windows.open_client_hold(
+                client_windows.open_client_hold(
                     session,
                     self._policy,
                     org=principal.org,
@@ -204,7 +204,7 @@ class Clients:
                     raise errors.ValidationError("seq", "is at or below the client's last call")
                 if number > store.last_seq(session, client.id) + 1024:
                     raise errors.ValidationError("seq", "is too far past the client's last call")
-                windows.client_refusal(hold_of(session, client))
+                client_windows.client_refusal(hold_of(session, client))
                 op = _operation(
                     client.id, number, kind, requests.with_deadline(given, now), now, digest
                 )
