@@ -228,13 +228,16 @@ class Leases:
     # -- claims ----------------------------------------------------------------------------
 
     def claim(
-        self, principal: Principal, offer: Offer, executor_id: str = ""
+        self, principal: Principal, offer: Offer, executor_id: str = "", *, probe: bool = False
     ) -> claim_service_pb2.ClaimTaskResponse | None:
-        """Lease the oldest open task this executor may run, or None."""
+        """Lease the oldest open task this executor may run, or None. `probe`: most
+        likely none is open (no wake-up said so), so a read without a transaction, one
+        statement, asks first."""
         check_platform(principal, offer.platform)
-        if self._db.dialect == "sqlite":
+        if probe or self._db.dialect == "sqlite":
             # Read first, so executors a wake-up woke with nothing to claim never queue for
-            # SQLite's one write lock; PostgreSQL's claim skips locked rows, as cheap a read.
+            # SQLite's one write lock; PostgreSQL's claim skips locked rows, but a read
+            # without a transaction is one statement to its three.
             with self._db.unit(write=False) as session:
                 if not store.any_open_task(
                     session, org=principal.org, machine=offer.machine, platform=offer.platform
@@ -407,6 +410,11 @@ class Leases:
 
     def cancels_due(self, executor_id: str) -> list[tuple[str, str]]:
         """Tasks of this executor whose job wants them stopped, each told once."""
+        # Most wake-ups that ask find none (a job its own executor's report ended): a
+        # read without a transaction, one statement, asks first.
+        with self._db.unit(write=False) as session:
+            if not store.cancels_due(session, executor_id):
+                return []
 
         def work() -> list[tuple[str, str]]:
             with self._db.unit() as session:

@@ -78,9 +78,9 @@ class ClaimService:
         self.engines.goodbye(executor_id)
 
     def claim(
-        self, principal: Principal, offer: Offer, executor_id: str = ""
+        self, principal: Principal, offer: Offer, executor_id: str = "", *, probe: bool = False
     ) -> claim_service_pb2.ClaimTaskResponse | None:
-        found = self.leases.claim(principal, offer, executor_id)
+        found = self.leases.claim(principal, offer, executor_id, probe=probe)
         if found is not None:
             self.metrics.claims.labels(str(offer.platform).lower()).inc()
         return found

@@ -94,6 +94,13 @@ class ExecutorStream:
         self._out: asyncio.Queue[claim_service_pb2.ConnectResponse | None] = asyncio.Queue()
         # Set to claim and check cancels again: by a wake-up, or a slot freed here.
         self._woken = asyncio.Event()
+        # Set by a wake-up for claimable work: the next claim locks at once, where one no
+        # such wake-up started (a slot freed, the poll) reads first whether any is open.
+        self._opened = asyncio.Event()
+        # Set by a wake-up for a job that wants a task here stopped, and by the poll (a
+        # wake-up lost, or one sent before the stream began): cancels are read then only.
+        self._stopping = asyncio.Event()
+        self._stopping.set()
         # The clients this stream serves now, and the operations it sent that are not
         # answered. `_served` keeps every client it has served: what the executor sends
         # about one, even after it ended here, goes to the clients' side.
@@ -345,6 +352,7 @@ class ExecutorStream:
             return
         await asyncio.to_thread(self._service.announce, self._executor_id, offer)
         self._offer = offer
+        self._opened.set()
         self._woken.set()
 
     async def _result(self, result: claim_service_pb2.OperationResult) -> None:
@@ -413,8 +421,14 @@ class ExecutorStream:
         """Lease tasks while slots are free and push cancels, each time work became
         claimable or a job wants its tasks stopped (whichever process committed it), or a
         slot freed here; else every `poll` seconds, the safety net for a wake-up lost."""
-        topics = (self._offer.claimable(self._principal.org), executor_topic(self._executor_id))
-        with self._service.wakeups.watching(*topics, event=self._woken):
+        claimable = self._offer.claimable(self._principal.org)
+        stops = executor_topic(self._executor_id)
+        wakeups = self._service.wakeups
+        with (
+            wakeups.watching(claimable, stops, event=self._woken),
+            wakeups.watching(claimable, event=self._opened),
+            wakeups.watching(stops, event=self._stopping),
+        ):
             while True:
                 self._woken.clear()
                 try:
@@ -424,27 +438,38 @@ class ExecutorStream:
                 except Exception:
                     log.exception("claim pass failed")
                 # Spread: a thousand idle streams do not poll in step.
-                await woken(self._woken, self._poll * random.uniform(0.5, 1.5))
+                if not await woken(self._woken, self._poll * random.uniform(0.5, 1.5)):
+                    self._stopping.set()
 
     async def _claim_pass(self) -> None:
         trace.hop("claim.pass")
+        claimed = False
         while len(self._held) < self._slots:
+            # Read first unless woken for claimable work, or more may follow a claim.
+            probe = not (self._opened.is_set() or claimed)
+            self._opened.clear()
             # Shielded: a stream ending does not abandon a claim it began; the end waits
             # for it, and gives back what it leased.
             self._claiming = asyncio.ensure_future(
                 asyncio.to_thread(
-                    self._service.claim, self._principal, self._offer, self._executor_id
+                    self._service.claim,
+                    self._principal,
+                    self._offer,
+                    self._executor_id,
+                    probe=probe,
                 )
             )
             found = await asyncio.shield(self._claiming)
             if found is None:
                 break
+            claimed = True
             trace.hop("claim.committed", job=found.job.id)
             self._held.add(found.task.id)
             assignment = claim_service_pb2.Assignment(org=found.org, task=found.task, job=found.job)
             await self._out.put(claim_service_pb2.ConnectResponse(assignment=assignment))
-        if not self._held:
+        if not (self._held and self._stopping.is_set()):
             return
+        self._stopping.clear()
         for task_id, reason in await asyncio.to_thread(
             self._service.leases.cancels_due, self._executor_id
         ):

@@ -3,12 +3,14 @@
 A unit of work marks the topics it changed (`mark`: claimable tasks, a job's record);
 once it commits, `Store.unit` publishes them. Every waiter on a topic wakes: in this
 process by an event, in the other processes through a transport. On PostgreSQL that is
-`LISTEN/NOTIFY`, so replicas on other hosts hear it; on SQLite, whose processes share
-one machine, each process listens on a loopback UDP port named by a file in the run
-directory, and hears only datagrams signed with the secret kept there (any local process
-may send to a loopback port; only the stack's user reads the secret). The database stays
-the truth: a waiter re-reads after a wake-up, and a slow
-poll covers one that was lost (a listener reconnecting).
+each process listens on a loopback UDP port named by a file in the run directory, and
+hears only datagrams signed with the secret kept there (any local process may send to a
+loopback port; only the stack's user reads the secret). On PostgreSQL the same wake-up
+goes out by `LISTEN/NOTIFY` too, so replicas on other hosts hear it; a process hears the
+datagram first (a notification takes a round trip through the server and its listener's
+thread), and each wake-up, named by an id, is delivered once, whichever way comes second.
+The database stays the truth: a waiter re-reads after a wake-up, and a slow poll covers
+one that was lost (a listener reconnecting).
 
 A process says which kinds of topic it hears (`job`, `tasks`, ...: a topic's part before
 its first colon), and is sent only those: a claim's wake-up does not also wake every
@@ -17,6 +19,7 @@ other process, which on a machine of few cores would take the CPU the claim need
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -89,11 +92,16 @@ def marked(session: Session) -> set[str]:
     return set(session.info.pop("wakeups", ()))
 
 
-Deliver = Callable[[Iterable[str]], None]
+# A wake-up's id and its topics, as a transport hears them ("" : a sender that named none).
+Heard = Callable[[str, Iterable[str]], None]
+# A message's first line when it names its wake-up (a topic never starts so).
+_ID_MARK = "#"
+# The wake-ups a process remembers hearing, to deliver one heard twice once.
+_REMEMBERED = 4096
 
 
 class Transport(Protocol):
-    def send(self, topics: Iterable[str]) -> None: ...
+    def send(self, ident: str, topics: Iterable[str]) -> None: ...
     def close(self) -> None: ...
 
 
@@ -103,22 +111,23 @@ class Wakeups:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._watching: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-        self._transport: Transport | None = None
+        self._transports: list[Transport] = []
         self._hears: frozenset[str] | None = None  # any kind, until connected
+        # The topics delivered of each wake-up heard or sent lately, by its id.
+        self._delivered: collections.OrderedDict[str, set[str]] = collections.OrderedDict()
 
     def connect(self, database_url: str, run_dir: Path, hears: Iterable[str]) -> None:
         """Hear the topics of the kinds in `hears` from, and be heard by, the other
-        processes on the same database."""
+        processes on the same machine and, on PostgreSQL, on the same database."""
         self._hears = frozenset(hears)
+        self._transports = [Datagrams(run_dir / "wakeups", self._heard, self._hears)]
         if sa.engine.make_url(database_url).get_backend_name() == "postgresql":
-            self._transport = Notifications(database_url, self.deliver, self._hears)
-        else:
-            self._transport = Datagrams(run_dir / "wakeups", self.deliver, self._hears)
+            self._transports.append(Notifications(database_url, self._heard, self._hears))
 
     def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = None
+        for transport in self._transports:
+            transport.close()
+        self._transports = []
 
     def publish(self, topics: Iterable[str]) -> None:
         """After a commit, from any thread: wake every waiter on `topics`, everywhere."""
@@ -126,19 +135,43 @@ class Wakeups:
         if not topics:
             return
         trace.hop("wakeup.sent", topics=sorted(topics))
+        ident = secrets.token_hex(8)
+        self._remember(ident, topics)  # its own notification comes back: not again
         self.deliver(topics)
-        if self._transport is not None:
+        for transport in self._transports:
             try:
-                self._transport.send(topics)
+                transport.send(ident, topics)
             except Exception:  # the waiters' poll covers it
                 log.warning("wake-up not sent", exc_info=True)
 
-    def deliver(self, topics: Iterable[str]) -> None:
+    def _heard(self, ident: str, topics: Iterable[str]) -> None:
+        """A wake-up another process sent: its topics not delivered yet, delivered."""
+        fresh = self._remember(ident, topics) if ident else set(topics)
+        if fresh:
+            trace.hop("wakeup.received", topics=sorted(fresh))
+            self.deliver(fresh)
+
+    def _remember(self, ident: str, topics: Iterable[str]) -> set[str]:
+        """Note `topics` of the wake-up `ident` as delivered; those that were not."""
         with self._lock:
-            woken = {pair for topic in topics for pair in self._watching.get(topic, ())}
-        for loop, event in woken:
+            done = self._delivered.setdefault(ident, set())
+            fresh = set(topics) - done
+            done |= fresh
+            while len(self._delivered) > _REMEMBERED:
+                self._delivered.popitem(last=False)
+        return fresh
+
+    def deliver(self, topics: Iterable[str]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, set[asyncio.Event]] = {}
+        with self._lock:
+            for topic in topics:
+                for loop, event in self._watching.get(topic, ()):
+                    by_loop.setdefault(loop, set()).add(event)
+        for loop, events in by_loop.items():
+            # A loop's events are set in one callback: a waiter woken by one finds the
+            # others a wake-up sets already set (a stream's claimer reads which were).
             with contextlib.suppress(RuntimeError):  # its loop has closed
-                loop.call_soon_threadsafe(event.set)
+                loop.call_soon_threadsafe(_set_all, events)
 
     @contextlib.contextmanager
     def watching(self, *topics: str, event: asyncio.Event | None = None) -> Iterator[asyncio.Event]:
@@ -163,6 +196,11 @@ class Wakeups:
                             del self._watching[topic]
 
 
+def _set_all(events: Iterable[asyncio.Event]) -> None:
+    for event in events:
+        event.set()
+
+
 async def woken(event: asyncio.Event, timeout: float) -> bool:
     """Wait until `event` is set or `timeout` seconds pass; whether it was set. A cancel
     always ends the wait: Python 3.11's `asyncio.wait_for` drops one that comes as the
@@ -182,9 +220,9 @@ class Datagrams:
 
     RESCAN_SECONDS = 1.0
 
-    def __init__(self, directory: Path, deliver: Deliver, hears: frozenset[str]) -> None:
+    def __init__(self, directory: Path, heard: Heard, hears: frozenset[str]) -> None:
         self._directory = directory
-        self._deliver = deliver
+        self._heard = heard
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.chmod(0o700)
         self._secret = _secret(directory / SECRET_FILE)
@@ -202,11 +240,11 @@ class Datagrams:
         self._thread = threading.Thread(target=self._receive, name="wakeups", daemon=True)
         self._thread.start()
 
-    def send(self, topics: Iterable[str]) -> None:
+    def send(self, ident: str, topics: Iterable[str]) -> None:
         topics = list(topics)
         for port, hears in self._ports():
             heard = topics if hears is None else [t for t in topics if kind(t) in hears]
-            for payload in _payloads(heard, DATAGRAM_BYTES):
+            for payload in _payloads(ident, heard, DATAGRAM_BYTES):
                 body = payload.encode()
                 with contextlib.suppress(OSError):
                     self._sender.sendto(self._tag(body) + body, ("127.0.0.1", port))
@@ -237,9 +275,7 @@ class Datagrams:
                 return
             tag, body = payload[:TAG_BYTES], payload[TAG_BYTES:]
             if body and hmac.compare_digest(tag, self._tag(body)):
-                topics = body.decode(errors="replace").split(_SEPARATOR)
-                trace.hop("wakeup.received", topics=topics)
-                self._deliver(topics)
+                self._heard(*_parse(body.decode(errors="replace")))
 
     def _tag(self, body: bytes) -> bytes:
         return hmac.digest(self._secret, body, hashlib.sha256)
@@ -304,14 +340,14 @@ class Notifications:
     A sender thread notifies, so a unit of work returns without waiting on the round
     trip; topics published while it was busy go out together in one notification."""
 
-    def __init__(self, database_url: str, deliver: Deliver, hears: frozenset[str]) -> None:
+    def __init__(self, database_url: str, heard: Heard, hears: frozenset[str]) -> None:
         url = sa.engine.make_url(database_url).set(drivername="postgresql")
         self._dsn = url.render_as_string(hide_password=False)
-        self._deliver = deliver
+        self._heard = heard
         self._hears = hears
         self._sending: psycopg.Connection[Any] | None = None
         self._schema = ""
-        self._outbox: queue.SimpleQueue[set[str] | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[tuple[str, set[str]] | None] = queue.SimpleQueue()
         self._closed = threading.Event()
         self.listening = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="wakeups", daemon=True)
@@ -321,26 +357,28 @@ class Notifications:
         # What commits once this returns is heard; a database slow to answer, the polls cover.
         self.listening.wait(LISTEN_SECONDS)
 
-    def send(self, topics: Iterable[str]) -> None:
-        self._outbox.put(set(topics))
+    def send(self, ident: str, topics: Iterable[str]) -> None:
+        self._outbox.put((ident, set(topics)))
 
     def _send_forever(self) -> None:
-        while (topics := self._outbox.get()) is not None:
-            more: set[str] | None = set()
+        while (first := self._outbox.get()) is not None:
+            waiting: list[tuple[str, set[str]]] = [first]
+            more: tuple[str, set[str]] | None = first
             with contextlib.suppress(queue.Empty):
                 while (more := self._outbox.get_nowait()) is not None:
-                    topics |= more
-            by_kind: dict[str, list[str]] = {}
-            for topic in topics:
-                by_kind.setdefault(kind(topic), []).append(topic)
+                    waiting.append(more)
+            messages = []
+            for ident, topics in waiting:
+                by_kind: dict[str, list[str]] = {}
+                for topic in topics:
+                    by_kind.setdefault(kind(topic), []).append(topic)
+                messages += [
+                    (name, payload)
+                    for name, some in by_kind.items()
+                    for payload in _payloads(ident, some, NOTIFICATION_BYTES)
+                ]
             try:
-                self._notify(
-                    [
-                        (name, payload)
-                        for name, some in by_kind.items()
-                        for payload in _payloads(some, NOTIFICATION_BYTES)
-                    ]
-                )
+                self._notify(messages)
             except Exception:  # the waiters' poll covers it
                 log.warning("wake-up not sent", exc_info=True)
             if more is None:
@@ -377,9 +415,7 @@ class Notifications:
                     self.listening.set()
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            topics = note.payload.split(_SEPARATOR)
-                            trace.hop("wakeup.received", topics=topics)
-                            self._deliver(topics)
+                            self._heard(*_parse(note.payload))
             except psycopg.Error:
                 self.listening.clear()
                 log.warning("wake-up listener lost its connection; reconnecting")
@@ -401,19 +437,29 @@ NOTIFICATION_BYTES = 7_000
 DATAGRAM_BYTES = 60_000
 
 
-def _payloads(topics: Iterable[str], limit: int) -> Iterator[str]:
-    """The topics as messages of at most `limit` bytes."""
-    batch: list[str] = []
-    size = 0
+def _payloads(ident: str, topics: Iterable[str], limit: int) -> Iterator[str]:
+    """The topics as messages of at most `limit` bytes, each naming the wake-up first."""
+    head = _ID_MARK + ident
+    batch: list[str] = [head]
+    size = len(head) + 1
     for topic in sorted(topics):
         length = len(topic.encode()) + 1
-        if batch and size + length > limit:
+        if len(batch) > 1 and size + length > limit:
             yield _SEPARATOR.join(batch)
-            batch, size = [], 0
+            batch, size = [head], len(head) + 1
         batch.append(topic)
         size += length
-    if batch:
+    if len(batch) > 1:
         yield _SEPARATOR.join(batch)
+
+
+def _parse(payload: str) -> tuple[str, list[str]]:
+    """A message's wake-up id ("" when it names none: a sender of an earlier version)
+    and topics."""
+    lines = payload.split(_SEPARATOR)
+    if lines[0].startswith(_ID_MARK):
+        return lines[0][len(_ID_MARK) :], lines[1:]
+    return "", lines
 
 
 def _schema(conn: psycopg.Connection[Any]) -> str:
