@@ -3,8 +3,8 @@ named), each beside a baseline measured in the same run, N runs of each:
 
 - claim latency: a job created over gRPC to the assignment an idle, connected executor
   receives (p50, p99), preparation included, beside a raw gRPC ping-pong's round trip;
-  with the stack's trace on (services/core/trace.py), where the time goes, hop by hop,
-  and how many statements the stack's processes sent to the database during each;
+  on a second stack with the trace on (services/core/trace.py), where the time goes, hop
+  by hop, and how many statements the stack's processes sent to the database during each;
 - the event long-poll's wake-up: an event recorded to the answer in a watcher's hand;
 - durable report ingestion: metric events per second, each batch acknowledged only
   after it is committed, on a task the platform runs (metered by the clock and charged
@@ -343,6 +343,40 @@ def main() -> None:
 
 
 def measure(database: str, jobs: int, seconds: float, runs: int) -> None:
+    # The figures on a stack as it is deployed; the breakdowns on another with the trace on,
+    # whose lines (one a statement) cost its processes time the figures leave out.
+    with running(database, TRAINYARD_LOCAL_EXECUTOR="0") as (ends, keys, config):
+        target = f"127.0.0.1:{ends.gateway_port}"
+        # The first jobs after start-up open the services' connections: not counted.
+        claim_latency(target, keys["member"], keys["executor"], 3)
+        p50s, p99s = [], []
+        for _ in range(runs):
+            try:
+                latencies, _ = claim_latency(target, keys["member"], keys["executor"], jobs)
+            except TimeoutError:
+                log = (config.home / "stack.log").read_text().splitlines()
+                print("\n".join(line for line in log if '"ERROR"' in line or "Error" in line))
+                raise
+            p50s.append(pct(latencies, 50))
+            p99s.append(pct(latencies, 99))
+        wakeups = [
+            pct(wakeup_latency(target, keys["member"], keys["platform"], jobs), 50)
+            for _ in range(runs)
+        ]
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(runs):
+            for metered in (True, False):
+                rate, _, _ = ingestion(
+                    target, keys["member"], keys["platform"], seconds, config.database_url,
+                    metered=metered,
+                )  # fmt: skip
+                rates[metered].append(rate)
+        # The baselines, on the same machine and store, the stack idle beside them.
+        pingpong = [1000 / figures.pingpong_rate(2.0) for _ in range(runs)]
+        commits = [
+            REPORT_EVENTS * figures.commit_rate(config.database_url, 2.0, REPORT_EVENTS)
+            for _ in range(runs)
+        ]
     with (
         tempfile.TemporaryDirectory() as scratch,
         running(
@@ -351,45 +385,22 @@ def measure(database: str, jobs: int, seconds: float, runs: int) -> None:
     ):
         target = f"127.0.0.1:{ends.gateway_port}"
         trace = Path(scratch) / "trace.jsonl"
-        # The first jobs after start-up open the services' connections: not counted.
         claim_latency(target, keys["member"], keys["executor"], 3)
-        p50s, p99s = [], []
         spans: dict[str, list[float]] = {}
+        traced: list[float] = []
         for _ in range(runs):
-            try:
-                latencies, client_ends = claim_latency(
-                    target, keys["member"], keys["executor"], jobs
-                )
-            except TimeoutError:
-                log = (config.home / "stack.log").read_text().splitlines()
-                print("\n".join(line for line in log if '"ERROR"' in line or "Error" in line))
-                raise
-            p50s.append(pct(latencies, 50))
-            p99s.append(pct(latencies, 99))
+            latencies, client_ends = claim_latency(target, keys["member"], keys["executor"], jobs)
+            traced.append(pct(latencies, 50))
             for name, values in claim_breakdown(client_ends, read_trace(trace)).items():
                 spans.setdefault(name, []).extend(values)
-        wakeups = [
-            pct(wakeup_latency(target, keys["member"], keys["platform"], jobs), 50)
-            for _ in range(runs)
-        ]
-        rates: dict[bool, list[float]] = {True: [], False: []}
         report_spans: dict[str, list[float]] = {}
         for _ in range(runs):
-            for metered in (True, False):
-                rate, _, task = ingestion(
-                    target, keys["member"], keys["platform"], seconds, config.database_url,
-                    metered=metered,
-                )  # fmt: skip
-                rates[metered].append(rate)
-                if metered:
-                    for name, values in report_breakdown(task, read_trace(trace)).items():
-                        report_spans.setdefault(name, []).extend(values)
-        # The baselines, on the same machine and store, the stack idle beside them.
-        pingpong = [1000 / figures.pingpong_rate(2.0) for _ in range(runs)]
-        commits = [
-            REPORT_EVENTS * figures.commit_rate(config.database_url, 2.0, REPORT_EVENTS)
-            for _ in range(runs)
-        ]
+            _, _, task = ingestion(
+                target, keys["member"], keys["platform"], seconds, config.database_url,
+                metered=True,
+            )  # fmt: skip
+            for name, values in report_breakdown(task, read_trace(trace)).items():
+                report_spans.setdefault(name, []).extend(values)
     roundtrip = "raw gRPC bidi ping-pong round trip"
     for name, values, goal in (
         ("claim latency p50", p50s, 15.0),
@@ -401,7 +412,11 @@ def measure(database: str, jobs: int, seconds: float, runs: int) -> None:
                 goal=goal, note=f"create → assignment, {jobs} jobs a run, through Envoy",
             )
         )  # fmt: skip
-    print_breakdown(f"[{database}] where a claim's time goes", CLAIM_HOPS, spans)
+    print_breakdown(
+        f"[{database}] where a claim's time goes (traced: p50 {statistics.median(traced):.1f} ms)",
+        CLAIM_HOPS,
+        spans,
+    )
     figures.report(
         figures.Figure(
             "claims", f"event long-poll wake-up p50 [{database}]", "ms", wakeups, roundtrip, "ms",

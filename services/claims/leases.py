@@ -262,12 +262,7 @@ class Leases:
             candidates = store.claim_candidates(
                 session, org=principal.org, machine=offer.machine, platform=offer.platform
             )
-            for task in candidates:
-                # Every other writer locks the job before its tasks: take it without
-                # waiting, or leave the task to a later claim.
-                job = store.job_unless_locked(session, task.job_id)
-                if job is None:
-                    continue
+            for task, job in candidates:
                 spec = job.frozen()
                 device = offer.device_for(spec, self._catalog)
                 if device is None:

@@ -127,16 +127,30 @@ def any_open_task(session: Session, *, org: str, machine: str, platform: bool) -
 
 def claim_candidates(
     session: Session, *, org: str, machine: str, platform: bool
-) -> Sequence[TaskRow]:
-    """The oldest open tasks an executor may claim, locked (those another claim holds
-    are skipped)."""
+) -> list[tuple[TaskRow, JobRow]]:
+    """The oldest open tasks an executor may claim, each with its job, both locked, and
+    the job's current attempt read with them (`attempts_read`): one statement. A task or
+    job another writer holds is skipped, not waited for (every other writer locks the job
+    before its tasks)."""
     query = (
         _open_tasks(org=org, machine=machine, platform=platform)
+        .add_columns(JobRow, AttemptRow)
+        .outerjoin(
+            AttemptRow,
+            sa.and_(
+                AttemptRow.job_id == JobRow.id, AttemptRow.attempt_number == JobRow.attempt_count
+            ),
+        )
         .order_by(TaskRow.create_time, TaskRow.position)
         .limit(32)
-        .with_for_update(skip_locked=True, of=TaskRow)
+        .with_for_update(skip_locked=True, of=(TaskRow, JobRow))
     )
-    return session.scalars(query).all()
+    found = []
+    for task, job, attempt in session.execute(query):
+        if attempt is not None:
+            attempts_read(session)[job.id, attempt.attempt_number] = attempt
+        found.append((task, job))
+    return found
 
 
 def lapsed_leases(session: Session, now: dt.datetime, *, limit: int = 100) -> Sequence[TaskRow]:

@@ -112,6 +112,8 @@ def remaining_seconds(
 class _Executor:
     id: str
     offer: Offer
+    # The tasks it runs now, each with its job.
+    running: tuple[tuple[TaskRow, JobRow], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,17 +191,37 @@ class QueueReader:
         return (org, machines[0]) if machines else ("", "")
 
     def _connected(self, target: tuple[str, str]) -> list[_Executor]:
+        """The target's connected executors, each with what it runs: one statement."""
         if target not in self._executors:
             table = expected.EXECUTORS
-            query = sa.select(table.c.id, table.c.offer).where(table.c.connected.is_(True))
+            query = (
+                sa.select(table.c.id, table.c.offer, TaskRow, JobRow)
+                .select_from(table)
+                .outerjoin(
+                    TaskRow,
+                    sa.and_(
+                        TaskRow.executor_id == table.c.id, TaskRow.status == TaskStatus.LEASED
+                    ),
+                )
+                .outerjoin(JobRow, JobRow.id == TaskRow.job_id)
+                .where(table.c.connected.is_(True))
+            )
             org, machine = target
             if machine:
                 query = query.where(table.c.org == org, table.c.machine == machine)
             else:
                 query = query.where(table.c.platform.is_(True))
+            offers: dict[str, Offer] = {}
+            running: dict[str, list[tuple[TaskRow, JobRow]]] = {}
+            for found in self._session.execute(query.order_by(table.c.id, TaskRow.id)):
+                executor = str(found.id)
+                if executor not in offers:
+                    offers[executor], running[executor] = Offer.from_json(found.offer), []
+                if found.TaskRow is not None and found.JobRow is not None:
+                    running[executor].append((found.TaskRow, found.JobRow))
             self._executors[target] = [
-                _Executor(str(found.id), Offer.from_json(found.offer))
-                for found in self._session.execute(query.order_by(table.c.id))
+                _Executor(executor, offer, tuple(running[executor]))
+                for executor, offer in offers.items()
             ]
         return self._executors[target]
 
@@ -253,19 +275,12 @@ class QueueReader:
         measured = True
         slots: list[Slot] = []
         for executor in executors:
-            running = self._session.execute(
-                sa.select(TaskRow, JobRow)
-                .join(JobRow, JobRow.id == TaskRow.job_id)
-                .where(TaskRow.executor_id == executor.id, TaskRow.status == TaskStatus.LEASED)
-                .order_by(TaskRow.id)
-            ).all()
-            for task, job in running:
+            for task, job in executor.running:
                 left, known = self._left(task, job, device)
                 measured = measured and known
                 slots.append(Slot(executor.id, left))
-            slots.extend(
-                Slot(executor.id, 0.0) for _ in range(max(0, executor.offer.slots - len(running)))
-            )
+            free = max(0, executor.offer.slots - len(executor.running))
+            slots.extend(Slot(executor.id, 0.0) for _ in range(free))
         if base is None:
             return start_in(slots, []), False
         waiting = []

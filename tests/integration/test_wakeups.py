@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -119,6 +120,50 @@ def test_a_process_is_sent_only_the_kinds_of_topic_it_hears(
     finally:
         for wakeups in (claims, jobs, writer.wakeups):
             wakeups.close()
+        writer.dispose()
+
+
+class Arrivals(Heard):
+    """Heard wake-ups that also count each copy a transport brings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies: list[list[str]] = []
+        self._came = threading.Condition()
+
+    def _heard(self, ident: str, topics: Iterable[str]) -> None:
+        topics = list(topics)
+        super()._heard(ident, topics)
+        with self._came:
+            self.copies.append(topics)
+            self._came.notify_all()
+
+    def wait_for(self, copies: int) -> bool:
+        with self._came:
+            return self._came.wait_for(lambda: len(self.copies) >= copies, timeout=10)
+
+
+def test_a_wake_up_heard_both_ways_is_delivered_once(database_url: str, tmp_path: Path) -> None:
+    """On PostgreSQL a process on the same machine hears a wake-up twice, by datagram and by
+    NOTIFY; its waiters are woken once. A process's own notification wakes no one again."""
+    writer = open_store(database_url)
+    writer.wakeups.connect(database_url, tmp_path / "run", HEARS)
+    other = Arrivals()
+    other.connect(database_url, tmp_path / "run", HEARS)
+    both = database_url.startswith("postgresql")
+    try:
+        commit(writer, "job:a")
+        assert other.wait_for(2 if both else 1)
+        assert other.copies == [["job:a"]] * (2 if both else 1)
+        assert other.heard == ["job:a"]
+        if both:
+            other.publish({"job:b"})  # woken here at once, then by its notification
+            assert other.wait_for(3)
+            assert other.copies[2] == ["job:b"]
+            assert other.heard == ["job:a", "job:b"]
+    finally:
+        other.close()
+        writer.wakeups.close()
         writer.dispose()
 
 
