@@ -199,9 +199,7 @@ class QueueReader:
                 .select_from(table)
                 .outerjoin(
                     TaskRow,
-                    sa.and_(
-                        TaskRow.executor_id == table.c.id, TaskRow.status == TaskStatus.LEASED
-                    ),
+                    sa.and_(TaskRow.executor_id == table.c.id, TaskRow.status == TaskStatus.LEASED),
                 )
                 .outerjoin(JobRow, JobRow.id == TaskRow.job_id)
                 .where(table.c.connected.is_(True))
