@@ -2,10 +2,10 @@
 
 A unit of work marks the topics it changed (`mark`: claimable tasks, a job's record);
 once it commits, `Store.unit` publishes them. Every waiter on a topic wakes: in this
-process by an event, in the other processes through a transport. On PostgreSQL that is
-each process listens on a loopback UDP port named by a file in the run directory, and
-hears only datagrams signed with the secret kept there (any local process may send to a
-loopback port; only the stack's user reads the secret). On PostgreSQL the same wake-up
+process by an event, in the other processes through a transport: each process listens
+on a loopback UDP port named by a file in the run directory, and hears only datagrams
+signed with the secret kept there (any local process may send to a loopback port; only
+the stack's user reads the secret). On PostgreSQL the same wake-up
 goes out by `LISTEN/NOTIFY` too, so replicas on other hosts hear it; a process hears the
 datagram first (a notification takes a round trip through the server and its listener's
 thread), and each wake-up, named by an id, is delivered once, whichever way comes second.
@@ -338,7 +338,7 @@ class Notifications:
     after a failure; what it missed meanwhile, the polls find.
 
     A sender thread notifies, so a unit of work returns without waiting on the round
-    trip; topics published while it was busy go out together in one notification."""
+    trip; the wake-ups published while it was busy go out together in one statement."""
 
     def __init__(self, database_url: str, heard: Heard, hears: frozenset[str]) -> None:
         url = sa.engine.make_url(database_url).set(drivername="postgresql")
