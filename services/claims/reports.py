@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from services.claims import store
 from services.claims.applying import Effects, apply_event
 from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_lost
-from services.core import errors, lifecycle, trace
+from services.core import bulk, errors, lifecycle, trace
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
 from services.core.metrics import ClaimMetrics
@@ -334,30 +334,16 @@ class Reports:
         attempt: AttemptRow,
         points: list[Metric],
     ) -> None:
-        """A run of metric points: one insert for the series (a point reported twice is
-        kept once) and an event each, for the points within the job's cap of events, and
-        the job's progress from the newest of them all."""
+        """A run of metric points: in the series (a point reported twice is kept once) and
+        an event each, for the points within the job's cap of events, and the job's
+        progress from the newest of them all."""
         now = self._now()
-        kept = points[: max(self._max_events - job.event_seq, 0)]
-        rows = {
-            (p.name, p.step): {
-                "job_id": job.id,
-                "attempt_number": attempt.attempt_number,
-                "name": p.name,
-                "step": p.step,
-                "value": p.value,
-                "create_time": now,
-            }
-            for p in kept
-        }
-        if rows:
-            store.add_metric_points(session, list(rows.values()))
-        lifecycle.append_events(
+        lifecycle.append_metrics(
             session,
             job,
-            "metric",
-            [{"name": p.name, "step": p.step, "value": p.value} for p in kept],
+            points[: max(self._max_events - job.event_seq, 0)],
             attempt=attempt.attempt_number,
+            now=now,
         )
         if task.role != "lead":
             return
@@ -369,7 +355,7 @@ class Reports:
             if point.step >= int(progress.get("step", 0)):
                 progress["step"] = point.step
             if field := _PROGRESS_FIELDS.get(point.name):
-                progress[field] = point.value
+                progress[field] = bulk.json_double(point.value)  # a NaN loss reads "NaN"
         step = int(progress.get("step", 0))
         progress["percent"] = round(100.0 * step / planned, 2) if planned else 0.0
         per_epoch = plan.steps_per_epoch

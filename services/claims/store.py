@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from services.core import bulk, ids
+from services.core import ids
 from services.core.states import STOPPING, JobStatus, TaskStatus
 from services.core.store import Base, UtcDateTime, retrying
-from services.core.tables import AttemptRow, JobRow, MetricRow, TaskRow, attempts_read
+from services.core.tables import AttemptRow, JobRow, TaskRow, attempts_read
 
 T = TypeVar("T")
 # The jobs whose open tasks an executor may claim.
@@ -186,11 +186,3 @@ def cancels_due(session: Session, executor_id: str) -> list[tuple[TaskRow, str]]
         )
     ).all()
     return [(row[0], row[1]) for row in rows]
-
-
-# -- metrics --------------------------------------------------------------------------------
-
-
-def add_metric_points(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert a run of series points in one statement; a point stored already is kept."""
-    bulk.insert(session, MetricRow, rows, skip_existing=True)

@@ -1,114 +1,160 @@
-"""Many rows into one table in one statement, as a report's metric points and events go in.
+"""A run of metric points written in one go, as a report's metrics are: each point a row
+of the job's series (`job_metrics`; a point stored already is kept) and an event of its
+record (`job_events`, numbered on from `first_seq`).
 
-SQLAlchemy Core's executemany builds a parameter set and runs every column's bind
-processor for each row, and each event's JSON is a `json.dumps` of its own; for a report
-of 500 events (two rows each) that was most of the report's time. Here the rows travel
-as one JSON document, made by one `json.dumps`, that the database takes apart in C
-(`json_array_elements` on PostgreSQL, `json_each` on SQLite) in one
-`INSERT … SELECT`; a value every row holds (the job, the org, the time) is bound once.
-Floats travel as their `repr` and are cast (SQLite's JSON reader rounds numbers; its
-cast does not). A value JSON cannot carry (a NaN or an infinity) sends the rows through
-SQLAlchemy as before. (No library does this: psycopg's COPY cannot skip a row that
-exists, which a series' points must, and SQLite has no bulk path but executemany.)"""
+Both tables take their rows from one JSON document, made by one `json.dumps` of
+`[name, step, value]` rows, that the database takes apart in C (`json_each` on SQLite,
+`json_array_elements` on PostgreSQL, where one statement writes both tables); what every
+row holds (the job, the org, the time) is bound once. Building a dict, a parameter set and
+a `json.dumps` for each row of each table was most of a report's time. Values travel as
+their `repr`: the series casts it (SQLite's JSON reader rounds numbers; its cast does
+not), and the event's `data` is written around it as JSON text, exactly as reported. A
+value JSON cannot carry (a NaN or an infinity: a diverged run's loss) sends the rows
+through SQLAlchemy's executemany instead, and is kept as an event only. (No library does this: psycopg's COPY cannot skip a row that exists,
+which a series' points must, and SQLite has no bulk path but executemany.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from services.core.store import Base
+from services.core.store import UtcDateTime
+from services.core.tables import EventRow, MetricRow
 
 
-def insert(
+class Point(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def value(self) -> float: ...
+
+
+# A row of the document, taken apart: its name, step and value (as text) and its place.
+_SQLITE_ROWS = (
+    "SELECT key AS place, value ->> '$[0]' AS name, value ->> '$[1]' AS step,"
+    " value ->> '$[2]' AS value FROM json_each(:document)"
+)
+_SQLITE_SERIES = (
+    "INSERT OR IGNORE INTO job_metrics (job_id, attempt_number, name, step, value, create_time)"
+    f" SELECT :job, :attempt, name, step, CAST(value AS REAL), :series_time FROM ({_SQLITE_ROWS})"
+)
+
+
+def _event_data(quoted_name: str) -> str:
+    """An event's `data`, JSON text written around the row's name, step and value."""
+    return f"""'{{"name":' || {quoted_name} || ',"step":' || step || ',"value":' || value || '}}'"""
+
+
+_SQLITE_EVENTS = (
+    "INSERT INTO job_events (job_id, seq, org, type, attempt_number, data, create_time)"
+    " SELECT :job, :first + place, :org, 'metric', :attempt,"
+    f" {_event_data('json_quote(name)')}, :event_time FROM ({_SQLITE_ROWS})"
+)
+# One statement: the rows, taken apart once, feed both inserts.
+_POSTGRES = f"""WITH points AS (
+  SELECT place - 1 AS place, e ->> 0 AS name, (e ->> 1)::integer AS step, e ->> 2 AS value
+  FROM json_array_elements(CAST(:document AS json)) WITH ORDINALITY AS rows (e, place)
+), series AS (
+  INSERT INTO job_metrics (job_id, attempt_number, name, step, value, create_time)
+  SELECT :job, :attempt, name, step, CAST(value AS double precision), :series_time FROM points
+  ON CONFLICT DO NOTHING
+)
+INSERT INTO job_events (job_id, seq, org, type, attempt_number, data, create_time)
+SELECT :job, :first + place, :org, 'metric', :attempt,
+  CAST({_event_data("to_json(name)::text")} AS json), :event_time FROM points"""
+
+
+def _statement(sql: str) -> sa.TextClause:
+    """`sql` with its times bound as timestamps stored in UTC."""
+    times = [name for name in ("series_time", "event_time") if f":{name}" in sql]
+    return sa.text(sql).bindparams(*(sa.bindparam(t, type_=UtcDateTime()) for t in times))
+
+
+_STATEMENTS = {
+    "sqlite": (_statement(_SQLITE_SERIES), _statement(_SQLITE_EVENTS)),
+    "postgresql": (_statement(_POSTGRES),),
+}
+
+
+def add_metric_run(
     session: Session,
-    mapped: type[Base],
-    rows: Sequence[Mapping[str, Any]],
     *,
-    skip_existing: bool = False,
+    job_id: str,
+    org: str,
+    attempt: int,
+    first_seq: int,
+    points: Sequence[Point],
+    series_time: dt.datetime,
+    event_time: dt.datetime,
 ) -> None:
-    """Insert `rows` (each naming every column of the first) into `mapped`'s table within
-    the session's transaction; with `skip_existing`, a row whose key exists is left out."""
-    if not rows:
+    """Write `points` within the session's transaction: each to the job's series and as
+    its next event, the first numbered `first_seq`."""
+    if not points:
         return
-    table = cast(sa.Table, mapped.__table__)
-    conn = session.connection()
-    dialect = conn.dialect
-    columns = [table.c[name] for name in rows[0]]
-    first = rows[0]
-    same = [c for c in columns if all(row[c.name] is first[c.name] for row in rows)]
-    varying = [c for c in columns if c not in same]
-    document = _document(varying, rows)
-    if document is None:
-        dialect_insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
-        statement = dialect_insert(table)
-        conn.execute(statement.on_conflict_do_nothing() if skip_existing else statement, list(rows))
+    values = [p.value for p in points]
+    if not all(map(math.isfinite, values)):
+        _add_one_by_one(session, job_id, org, attempt, first_seq, points, series_time, event_time)
         return
-    prepare = dialect.identifier_preparer
-    names = ", ".join(prepare.quote(c.name) for c in columns)
-    target = prepare.format_table(table)
-    postgres = dialect.name == "postgresql"
-    picked = ", ".join(
-        _bound(c, dialect) if c in same else _taken(c, varying.index(c), dialect) for c in columns
+    document = json.dumps([[p.name, p.step, repr(v)] for p, v in zip(points, values, strict=True)])
+    params = {
+        "document": document,
+        "job": job_id,
+        "org": org,
+        "attempt": attempt,
+        "first": first_seq,
+        "series_time": series_time,
+        "event_time": event_time,
+    }
+    for statement in _STATEMENTS[session.get_bind().dialect.name]:
+        session.execute(statement, params)
+
+
+def _add_one_by_one(
+    session: Session,
+    job_id: str,
+    org: str,
+    attempt: int,
+    first_seq: int,
+    points: Sequence[Point],
+    series_time: dt.datetime,
+    event_time: dt.datetime,
+) -> None:
+    """The rows through SQLAlchemy's executemany, for values JSON cannot carry: a NaN or
+    an infinity is kept as its event but is no point of a chart (SQLite cannot store it)."""
+    dialect_insert = (
+        postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     )
-    if postgres:
-        source = "json_array_elements(%s::json) AS e"
-        verb, conflict = "INSERT", " ON CONFLICT DO NOTHING" if skip_existing else ""
-    else:
-        source = "json_each(?)"
-        verb, conflict = "INSERT OR IGNORE" if skip_existing else "INSERT", ""
-    conn.exec_driver_sql(
-        f"{verb} INTO {target} ({names}) SELECT {picked} FROM {source}{conflict}",
-        (*(_constant(c, first[c.name], dialect) for c in same), document),
-    )
+    series = [
+        {"job_id": job_id, "attempt_number": attempt, "name": p.name, "step": p.step,
+         "value": p.value, "create_time": series_time}
+        for p in points
+        if math.isfinite(p.value)
+    ]  # fmt: skip
+    events = [
+        {"job_id": job_id, "seq": first_seq + n, "org": org, "type": "metric",
+         "attempt_number": attempt,
+         "data": {"name": p.name, "step": p.step, "value": json_double(p.value)},
+         "create_time": event_time}
+        for n, p in enumerate(points)
+    ]  # fmt: skip
+    if series:
+        session.execute(dialect_insert(MetricRow).on_conflict_do_nothing(), series)
+    session.execute(sa.insert(EventRow), events)
 
 
-def _document(varying: list[sa.Column[Any]], rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """The varying columns' values, a JSON array a row; None when one cannot travel so."""
-    values = []
-    for column in varying:
-        of_column = [row[column.name] for row in rows]
-        if isinstance(column.type, sa.Float):
-            if not all(v is not None and math.isfinite(v) for v in of_column):
-                return None
-            of_column = [repr(float(v)) for v in of_column]
-        values.append(of_column)
-    try:
-        # A row of no varying value is an empty array: the row is still there.
-        table = list(zip(*values, strict=True)) if values else [()] * len(rows)
-        return json.dumps(table, allow_nan=False)
-    except (TypeError, ValueError):
-        return None
-
-
-def _taken(column: sa.Column[Any], index: int, dialect: sa.Dialect) -> str:
-    """The SQL that takes a varying column's value from a row of the document."""
-    kind = column.type
-    if dialect.name == "postgresql":
-        if isinstance(kind, sa.JSON):
-            return f"e->{index}"
-        return f"(e->>{index})::{kind.compile(dialect=dialect)}"
-    if isinstance(kind, sa.JSON):
-        return f"value -> '$[{index}]'"
-    if isinstance(kind, sa.Float):
-        return f"CAST(value ->> '$[{index}]' AS REAL)"
-    return f"value ->> '$[{index}]'"
-
-
-def _bound(column: sa.Column[Any], dialect: sa.Dialect) -> str:
-    if dialect.name == "postgresql":
-        return f"%s::{column.type.compile(dialect=dialect)}"
-    return "?"
-
-
-def _constant(column: sa.Column[Any], value: Any, dialect: sa.Dialect) -> Any:
-    """A value bound once, as the driver takes it."""
-    if isinstance(column.type, sa.JSON):
-        return json.dumps(value)  # as sa.JSON writes it
-    process = column.type.bind_processor(dialect)
-    return process(value) if process is not None else value
+def json_double(value: float) -> float | str:
+    """A value as proto3's JSON writes a double: a NaN or an infinity as its name."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -211,8 +212,41 @@ def test_a_point_reported_again_for_its_step_is_kept_once_as_first_reported(
     wire.report(claimed, metric(5, 1, 7.0), metric(6, 3, 1e-300))
     stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
     request = job_service_pb2.ListJobMetricsRequest(id=job.id, names=["loss"])
-    (series,) = stub.ListJobMetrics(request, metadata=key(store, "acme", "member")).series
+    md = key(store, "acme", "member")
+    (series,) = stub.ListJobMetrics(request, metadata=md).series
     assert [(p.step, p.value) for p in series.points] == [(1, 2.5), (2, 0.1 + 0.2), (3, 1e-300)]
+    # One step twice in one report: the series keeps the first, the events keep both.
+    wire.report(claimed, metric(7, 4, 1.5), metric(8, 4, 9.5))
+    (series,) = stub.ListJobMetrics(request, metadata=md).series
+    assert [(p.step, p.value) for p in series.points][-1] == (4, 1.5)
+    events = stub.ListJobEvents(job_service_pb2.ListJobEventsRequest(id=job.id), metadata=md)
+    metrics = [e for e in events.events if e.type == "metric"]
+    assert [(e.name, e.step, e.value) for e in metrics] == [
+        ("loss", 1, 2.5), ("loss", 2, 0.1 + 0.2), ("loss", 1, 7.0),
+        ("loss", 3, 1e-300), ("loss", 4, 1.5), ("loss", 4, 9.5),
+    ]  # fmt: skip
+    assert [e.seq for e in metrics][-2:] == [events.events[-1].seq - 1, events.events[-1].seq]
+
+
+def test_a_diverged_runs_nan_loss_is_kept_as_its_event_and_is_no_point_of_the_chart(
+    creator, claims: ServiceThread, jobs: ServiceThread, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    job = creator(resources={"machines": ["gpu-1"]})
+    wire = Wire(claims, key(store, "acme", "executor"), "gpu-1")
+    claimed = wire.claim()
+    wire.report(claimed, status(1, "accepted"), status(2, "running"), metric(3, 1, 2.5))
+    ack = wire.report(claimed, metric(4, 2, math.nan), metric(5, 3, -math.inf))
+    assert (ack.status, ack.seq) == ("running", 5)
+    stub = job_service_pb2_grpc.JobServiceStub(grpc.insecure_channel(jobs.target))
+    md = key(store, "acme", "member")
+    request = job_service_pb2.ListJobMetricsRequest(id=job.id, names=["loss"])
+    (series,) = stub.ListJobMetrics(request, metadata=md).series
+    assert [(p.step, p.value) for p in series.points] == [(1, 2.5)]
+    events = stub.ListJobEvents(job_service_pb2.ListJobEventsRequest(id=job.id), metadata=md)
+    nan, inf = [e for e in events.events if e.type == "metric"][1:]
+    assert (nan.step, math.isnan(nan.value), inf.step, inf.value) == (2, True, 3, -math.inf)
+    got = stub.GetJob(job_service_pb2.GetJobRequest(id=job.id), metadata=md)
+    assert (got.status, got.progress.step) == ("running", 3)
 
 
 def test_a_report_as_hip_1333_writes_it_carries_no_seq_and_is_numbered_on_arrival(

@@ -24,7 +24,7 @@ from services.core.lifecycle.holding import hold, stored_object
 from services.core.lifecycle.money import release_holds
 from services.core.lifecycle.moves import (
     append_event,
-    append_events,
+    append_metrics,
     current_attempt,
     failure_of,
     held,
@@ -44,7 +44,7 @@ from services.core.lifecycle.preparation import (
 
 __all__ = [
     "append_event",
-    "append_events",
+    "append_metrics",
     "cancel",
     "client_ready",
     "coordinate",

@@ -4,7 +4,8 @@ also an audit row) in the caller's transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -61,40 +62,49 @@ def append_event(
     session: Session, job: JobRow, type_: str, *, attempt: int = 0, **data: Any
 ) -> int:
     """Append one event to the job's record in the caller's transaction; returns its seq."""
-    session.add(EventRow(**_next_events(session, job, type_, [data], attempt)[0]))
-    return job.event_seq
+    seq = _number(session, job, 1)
+    session.add(
+        EventRow(
+            job_id=job.id,
+            seq=seq,
+            org=job.org,
+            type=type_,
+            attempt_number=attempt,
+            data={k: v for k, v in data.items() if v is not None},
+            create_time=job.update_time,
+        )
+    )
+    return seq
 
 
-def append_events(
-    session: Session, job: JobRow, type_: str, items: Sequence[Mapping[str, Any]], *, attempt: int
+def append_metrics(
+    session: Session, job: JobRow, points: Sequence[bulk.Point], *, attempt: int, now: dt.datetime
 ) -> None:
-    """Append a run of events of one type (a report's metrics) in one statement: the
-    ORM's unit of work would build and flush an object for each."""
-    if items:
-        bulk.insert(session, EventRow, _next_events(session, job, type_, items, attempt))
+    """Append a run of metric points (a report's) to the job's series, as of `now` (a
+    point stored already is kept), and each as its next event, in one document
+    (`bulk.add_metric_run`): the ORM's unit of work would build and flush two objects a
+    point."""
+    if points:
+        bulk.add_metric_run(
+            session,
+            job_id=job.id,
+            org=job.org,
+            attempt=attempt,
+            first_seq=_number(session, job, len(points)),
+            points=points,
+            series_time=now,
+            event_time=job.update_time,
+        )
 
 
-def _next_events(
-    session: Session, job: JobRow, type_: str, items: Sequence[Mapping[str, Any]], attempt: int
-) -> list[dict[str, Any]]:
-    """The rows of the job's next events, numbered on from its last; the job's record
-    grew, so its watchers wake once the transaction commits."""
+def _number(session: Session, job: JobRow, count: int) -> int:
+    """The seq of the first of the job's `count` next events (stamped now, in
+    `job.update_time`); the job's record grows, so its watchers wake once the transaction
+    commits."""
     mark(session, job_topic(job.id))
-    now = utcnow()
-    job.update_time = now
-    first, job.event_seq = job.event_seq + 1, job.event_seq + len(items)
-    return [
-        {
-            "job_id": job.id,
-            "seq": first + n,
-            "org": job.org,
-            "type": type_,
-            "attempt_number": attempt,
-            "data": {k: v for k, v in data.items() if v is not None},
-            "create_time": now,
-        }
-        for n, data in enumerate(items)
-    ]
+    job.update_time = utcnow()
+    first, job.event_seq = job.event_seq + 1, job.event_seq + count
+    return first
 
 
 def current_attempt(session: Session, job: JobRow) -> AttemptRow:
