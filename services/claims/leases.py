@@ -234,10 +234,12 @@ class Leases:
         likely none is open (no wake-up said so), so a read without a transaction, one
         statement, asks first."""
         check_platform(principal, offer.platform)
-        if probe or self._db.dialect == "sqlite":
+        if probe or (self._db.dialect == "sqlite" and offer.platform):
             # Read first, so executors a wake-up woke with nothing to claim never queue for
-            # SQLite's one write lock; PostgreSQL's claim skips locked rows, but a read
-            # without a transaction is one statement to its three.
+            # SQLite's one write lock (a platform task wakes every platform executor; an
+            # org's wakes those on the machine it names, most often one, which claims it
+            # at once); PostgreSQL's claim skips locked rows, but a read without a
+            # transaction is one statement to its three.
             with self._db.unit(write=False) as session:
                 if not store.any_open_task(
                     session, org=principal.org, machine=offer.machine, platform=offer.platform

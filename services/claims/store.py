@@ -7,6 +7,7 @@ find tasks first, so they take the job without waiting (`SKIP LOCKED`) or leave 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -100,7 +101,14 @@ def executor(session: Session, executor_id: str) -> ExecutorRow | None:
 # -- the work the service hands out ---------------------------------------------------------
 
 
-def _open_tasks(*, org: str, machine: str, platform: bool) -> sa.Select[tuple[TaskRow]]:
+# The claim's statements are built once each (by whose executor claims) and take the org
+# and machine as parameters: building and keying a statement of three joins cost more than
+# SQLite took to run it.
+_ORG: sa.BindParameter[str] = sa.bindparam("org")
+_MACHINE: sa.BindParameter[str] = sa.bindparam("machine")
+
+
+def _open_tasks(platform: bool) -> sa.Select[tuple[TaskRow]]:
     """The open tasks of current attempts an executor may claim: the platform's, the lead
     tasks no machine was named for in any org; an org's machine's, its org's tasks named
     for it."""
@@ -115,25 +123,18 @@ def _open_tasks(*, org: str, machine: str, platform: bool) -> sa.Select[tuple[Ta
     )
     if platform:
         return query.where(TaskRow.machine == "", TaskRow.role == "lead")
-    return query.where(TaskRow.org == org, TaskRow.machine == machine)
+    return query.where(TaskRow.org == _ORG, TaskRow.machine == _MACHINE)
 
 
-def any_open_task(session: Session, *, org: str, machine: str, platform: bool) -> bool:
-    """Whether a claim could find work: read without a lock, so the executors a wake-up
-    woke that have nothing to claim never queue for the write lock."""
-    query = _open_tasks(org=org, machine=machine, platform=platform).limit(1)
-    return session.scalar(sa.select(query.exists())) or False
+@functools.cache
+def _any_open(platform: bool) -> sa.Select[tuple[bool]]:
+    return sa.select(_open_tasks(platform).limit(1).exists())
 
 
-def claim_candidates(
-    session: Session, *, org: str, machine: str, platform: bool
-) -> list[tuple[TaskRow, JobRow]]:
-    """The oldest open tasks an executor may claim, each with its job, both locked, and
-    the job's current attempt read with them (`attempts_read`): one statement. A task or
-    job another writer holds is skipped, not waited for (every other writer locks the job
-    before its tasks)."""
-    query = (
-        _open_tasks(org=org, machine=machine, platform=platform)
+@functools.cache
+def _candidates(platform: bool) -> sa.Select[tuple[TaskRow, JobRow, AttemptRow]]:
+    return (
+        _open_tasks(platform)
         .add_columns(JobRow, AttemptRow)
         .outerjoin(
             AttemptRow,
@@ -145,12 +146,33 @@ def claim_candidates(
         .limit(32)
         .with_for_update(skip_locked=True, of=(TaskRow, JobRow))
     )
+
+
+def any_open_task(session: Session, *, org: str, machine: str, platform: bool) -> bool:
+    """Whether a claim could find work: read without a lock, so the executors a wake-up
+    woke that have nothing to claim never queue for the write lock."""
+    return session.scalar(_any_open(platform), _claimant(org, machine, platform)) or False
+
+
+def claim_candidates(
+    session: Session, *, org: str, machine: str, platform: bool
+) -> list[tuple[TaskRow, JobRow]]:
+    """The oldest open tasks an executor may claim, each with its job, both locked, and
+    the job's current attempt read with them (`attempts_read`): one statement. A task or
+    job another writer holds is skipped, not waited for (every other writer locks the job
+    before its tasks)."""
     found = []
-    for task, job, attempt in session.execute(query):
+    for task, job, attempt in session.execute(
+        _candidates(platform), _claimant(org, machine, platform)
+    ):
         if attempt is not None:
             attempts_read(session)[job.id, attempt.attempt_number] = attempt
         found.append((task, job))
     return found
+
+
+def _claimant(org: str, machine: str, platform: bool) -> dict[str, str]:
+    return {} if platform else {"org": org, "machine": machine}
 
 
 def lapsed_leases(session: Session, now: dt.datetime, *, limit: int = 100) -> Sequence[TaskRow]:

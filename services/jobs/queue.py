@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -193,25 +195,11 @@ class QueueReader:
     def _connected(self, target: tuple[str, str]) -> list[_Executor]:
         """The target's connected executors, each with what it runs: one statement."""
         if target not in self._executors:
-            table = expected.EXECUTORS
-            query = (
-                sa.select(table.c.id, table.c.offer, TaskRow, JobRow)
-                .select_from(table)
-                .outerjoin(
-                    TaskRow,
-                    sa.and_(TaskRow.executor_id == table.c.id, TaskRow.status == TaskStatus.LEASED),
-                )
-                .outerjoin(JobRow, JobRow.id == TaskRow.job_id)
-                .where(table.c.connected.is_(True))
-            )
             org, machine = target
-            if machine:
-                query = query.where(table.c.org == org, table.c.machine == machine)
-            else:
-                query = query.where(table.c.platform.is_(True))
+            query = _connected_query(platform=not machine)
             offers: dict[str, Offer] = {}
             running: dict[str, list[tuple[TaskRow, JobRow]]] = {}
-            for found in self._session.execute(query.order_by(table.c.id, TaskRow.id)):
+            for found in self._session.execute(query, {"org": org, "machine": machine}):
                 executor = str(found.id)
                 if executor not in offers:
                     offers[executor], running[executor] = Offer.from_json(found.offer), []
@@ -230,34 +218,11 @@ class QueueReader:
         if target in self._waiting:
             return list(self._waiting[target])
         org, machine = target
-        open_leads = (
-            sa.select(JobRow)
-            .join(TaskRow, TaskRow.job_id == JobRow.id)
-            .where(
-                TaskRow.status == TaskStatus.OPEN,
-                TaskRow.position == 0,
-                TaskRow.attempt_number == JobRow.attempt_count,
-                JobRow.status.in_(_OPEN_WHILE),
-            )
-            .order_by(TaskRow.create_time, TaskRow.id)
-        )
-        made = (
-            sa.select(TaskRow.id)
-            .where(TaskRow.job_id == JobRow.id, TaskRow.attempt_number == JobRow.attempt_count)
-            .exists()
-        )
-        taskless = (
-            sa.select(JobRow)
-            .where(JobRow.status.in_(_TASKLESS_WHILE), ~made)
-            .order_by(JobRow.create_time, JobRow.id)
-        )
-        if machine:
-            open_leads = open_leads.where(TaskRow.org == org, TaskRow.machine == machine)
-            taskless = taskless.where(JobRow.org == org)
-        else:
-            open_leads = open_leads.where(TaskRow.machine == "")
-        found = [_Candidate(job, job.frozen()) for job in self._session.scalars(open_leads)]
-        for job in self._session.scalars(taskless):
+        params = {"org": org, "machine": machine}
+        open_leads = _open_leads_query(platform=not machine)
+        taskless = _taskless_query(platform=not machine)
+        found = [_Candidate(job, job.frozen()) for job in self._session.scalars(open_leads, params)]
+        for job in self._session.scalars(taskless, params):
             spec = job.frozen()
             if self._target(job.org, spec) == target:
                 found.append(_Candidate(job, spec))
@@ -332,3 +297,66 @@ class QueueReader:
 
 def _since(when: dt.datetime | None, now: dt.datetime) -> float:
     return max(0.0, (now - when).total_seconds()) if when is not None else 0.0
+
+
+# The reads are built once each (the platform's, or an org's machine's) and take the org
+# and machine as parameters: building and keying a statement of joins cost more than
+# running it.
+_ORG: sa.BindParameter[str] = sa.bindparam("org")
+_MACHINE: sa.BindParameter[str] = sa.bindparam("machine")
+
+
+@functools.cache
+def _connected_query(*, platform: bool) -> sa.Select[tuple[str, Any, TaskRow, JobRow]]:
+    """The target's connected executors, each with the tasks it holds and their jobs."""
+    table = expected.EXECUTORS
+    query = (
+        sa.select(table.c.id, table.c.offer, TaskRow, JobRow)
+        .select_from(table)
+        .outerjoin(
+            TaskRow,
+            sa.and_(TaskRow.executor_id == table.c.id, TaskRow.status == TaskStatus.LEASED),
+        )
+        .outerjoin(JobRow, JobRow.id == TaskRow.job_id)
+        .where(table.c.connected.is_(True))
+        .order_by(table.c.id, TaskRow.id)
+    )
+    if platform:
+        return query.where(table.c.platform.is_(True))
+    return query.where(table.c.org == _ORG, table.c.machine == _MACHINE)
+
+
+@functools.cache
+def _open_leads_query(*, platform: bool) -> sa.Select[tuple[JobRow]]:
+    """The jobs of the target's open lead tasks, as ClaimService takes them."""
+    query = (
+        sa.select(JobRow)
+        .join(TaskRow, TaskRow.job_id == JobRow.id)
+        .where(
+            TaskRow.status == TaskStatus.OPEN,
+            TaskRow.position == 0,
+            TaskRow.attempt_number == JobRow.attempt_count,
+            JobRow.status.in_(_OPEN_WHILE),
+        )
+        .order_by(TaskRow.create_time, TaskRow.id)
+    )
+    if platform:
+        return query.where(TaskRow.machine == "")
+    return query.where(TaskRow.org == _ORG, TaskRow.machine == _MACHINE)
+
+
+@functools.cache
+def _taskless_query(*, platform: bool) -> sa.Select[tuple[JobRow]]:
+    """The jobs whose tasks are not made yet, as preparation takes them (the org's, or
+    all for the platform's: the caller keeps those its target runs)."""
+    made = (
+        sa.select(TaskRow.id)
+        .where(TaskRow.job_id == JobRow.id, TaskRow.attempt_number == JobRow.attempt_count)
+        .exists()
+    )
+    query = (
+        sa.select(JobRow)
+        .where(JobRow.status.in_(_TASKLESS_WHILE), ~made)
+        .order_by(JobRow.create_time, JobRow.id)
+    )
+    return query if platform else query.where(JobRow.org == _ORG)

@@ -74,21 +74,22 @@ def open_jobs(session: Session, org: str) -> int:
     return count or 0
 
 
+# Built once: the org and project are its parameters.
+_OPEN_AND_NEXT = sa.select(
+    sa.select(sa.func.count())
+    .select_from(JobRow)
+    .where(JobRow.org == sa.bindparam("org"), JobRow.status.not_in(TERMINAL))
+    .scalar_subquery(),
+    sa.select(sa.func.max(JobRow.number))
+    .where(JobRow.org == sa.bindparam("org"), JobRow.project == sa.bindparam("project"))
+    .scalar_subquery(),
+)
+
+
 def open_and_next(session: Session, org: str, project: str) -> tuple[int, int]:
     """How many of the org's jobs have not ended, and the number the project's next job
     takes (one past the highest, never reused): one statement."""
-    opened = (
-        sa.select(sa.func.count())
-        .select_from(JobRow)
-        .where(JobRow.org == org, JobRow.status.not_in(TERMINAL))
-        .scalar_subquery()
-    )
-    highest = (
-        sa.select(sa.func.max(JobRow.number))
-        .where(JobRow.org == org, JobRow.project == project)
-        .scalar_subquery()
-    )
-    count, number = session.execute(sa.select(opened, highest)).one()
+    count, number = session.execute(_OPEN_AND_NEXT, {"org": org, "project": project}).one()
     return count or 0, (number or 0) + 1
 
 
