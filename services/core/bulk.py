@@ -10,8 +10,9 @@ a `json.dumps` for each row of each table was most of a report's time. Values tr
 their `repr`: the series casts it (SQLite's JSON reader rounds numbers; its cast does
 not), and the event's `data` is written around it as JSON text, exactly as reported. A
 value JSON cannot carry (a NaN or an infinity: a diverged run's loss) sends the rows
-through SQLAlchemy's executemany instead, and is kept as an event only. (No library does this: psycopg's COPY cannot skip a row that exists,
-which a series' points must, and SQLite has no bulk path but executemany.)"""
+through SQLAlchemy's executemany instead, and is kept as an event only. (No library does
+this: psycopg's COPY cannot skip a row that exists, which a series' points must, and
+SQLite has no bulk path but executemany.)"""
 
 from __future__ import annotations
 

@@ -316,42 +316,46 @@ class JobCreation:
                     wakeups.mark(session, wakeups.queued_topic())
                 if not job.output.name:
                     job.output.name = f"{job.project}-{number}"
-                row = store.add_job(
-                    session,
-                    job_id=job_id,
-                    org=org,
-                    project=job.project,
-                    number=number,
-                    requested_by=job.requested_by,
-                    spec=frozen.spec_json(job),
-                    spec_sha256=spec.canonical_sha256(frozen.training_config(job)),
-                    plan=planning.FrozenPlan(
-                        **dataclasses.asdict(admission.plan),
-                        projected_seconds=admission.projected_seconds,
-                    ).to_json(),
-                    reads_sha256=spec.artifact_sha256(job.dataset.uri) or "",
-                    from_sha256=spec.origin(job),
-                    key=key,
-                    shape_sha256=shape,
-                    now=utcnow(),
-                    key_id=principal.key_id,
-                )
-                holds_read(session)[job_id] = []
-                audit.record(
-                    session,
-                    "training.job.create.accepted",
-                    org=org,
-                    subject=job_id,
-                    actor=principal.key_id,
-                    request_id=request_id,
-                )
-                # The answer: the job as its create made it (its attempt and no holds are
-                # known, so nothing is read), before preparation moves it on.
-                answer = core_view.job_proto(session, row)
-                taken = None
-                if preparer is not None:
-                    with session.no_autoflush:  # the job's moves are one update of its row
+                # Nothing is flushed until the job is inserted, once, in the state this
+                # unit leaves it (its moves are no update of its row), before what refers
+                # to it (`store.add_job`).
+                with session.no_autoflush:
+                    row = store.add_job(
+                        session,
+                        job_id=job_id,
+                        org=org,
+                        project=job.project,
+                        number=number,
+                        requested_by=job.requested_by,
+                        spec=frozen.spec_json(job),
+                        spec_sha256=spec.canonical_sha256(frozen.training_config(job)),
+                        plan=planning.FrozenPlan(
+                            **dataclasses.asdict(admission.plan),
+                            projected_seconds=admission.projected_seconds,
+                        ).to_json(),
+                        reads_sha256=spec.artifact_sha256(job.dataset.uri) or "",
+                        from_sha256=spec.origin(job),
+                        key=key,
+                        shape_sha256=shape,
+                        now=utcnow(),
+                        key_id=principal.key_id,
+                    )
+                    holds_read(session)[job_id] = []
+                    audit.record(
+                        session,
+                        "training.job.create.accepted",
+                        org=org,
+                        subject=job_id,
+                        actor=principal.key_id,
+                        request_id=request_id,
+                    )
+                    # The answer: the job as its create made it (its attempt and no holds are
+                    # known, so nothing is read), before preparation moves it on.
+                    answer = core_view.job_proto(session, row)
+                    taken = None
+                    if preparer is not None:
                         taken = preparer.start(session, row, created=True)
+                session.flush([row])
         except IntegrityError:
             if not key:
                 raise

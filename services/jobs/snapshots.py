@@ -76,17 +76,16 @@ def add_snapshot(session: Session, org: str, made: datasets.Snapshot, now: dt.da
     """Keep a snapshot's rows once per org: the same rows make the same snapshot."""
     if snapshot(session, org, made.sha256) is not None:
         return
-    session.add(
-        SnapshotRow(
-            org=org,
-            sha256=made.sha256,
-            item_count=len(made.items),
-            message_count=made.message_count,
-            size=len(made.data),
-            create_time=now,
-        )
+    kept = SnapshotRow(
+        org=org,
+        sha256=made.sha256,
+        item_count=len(made.items),
+        message_count=made.message_count,
+        size=len(made.data),
+        create_time=now,
     )
-    session.flush()
+    session.add(kept)
+    session.flush([kept])  # before its items; alone, as a create's job is not flushed yet
     session.add_all(
         SnapshotItemRow(
             org=org,

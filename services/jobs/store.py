@@ -116,7 +116,10 @@ def add_job(
     key_id: str = "",
 ) -> JobRow:
     """A new job in its first state and its event, with its first attempt and, under a
-    key, the key."""
+    key, the key: added, not flushed. The caller's unit flushes the job alone before the
+    rest (`session.flush([row])`), as what refers to it must follow it and the ORM learns
+    that order only from relationships, which these tables do not declare; the job is
+    then inserted once, in the state the unit left it."""
     row = JobRow(
         id=job_id,
         org=org,
@@ -135,13 +138,18 @@ def add_job(
         key_id=key_id,
         create_time=now,
         update_time=now,
+        # What the insert would default, read before it (its create's answer).
+        dataset_sha256="",
+        model_available=False,
+        failure_code="",
+        failure_category="",
+        failure_message="",
+        deleted=False,
     )
     session.add(row)
-    # Numbered before the job is written: its insert carries the event's seq.
     lifecycle.append_event(
         session, row, "transition", attempt=1, status=JobStatus.QUEUED, reason="created"
     )
-    session.flush()  # the job before what refers to it
     attempt = AttemptRow(
         id=ids.new_id("att"),
         job_id=job_id,
@@ -163,7 +171,6 @@ def add_job(
                 create_time=now,
             )
         )
-    session.flush()
     return row
 
 

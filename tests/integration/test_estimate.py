@@ -62,6 +62,7 @@ def succeeded_on_cpu(store: Store, org: str, steps: int, training_seconds: float
             shape_sha256="",
             now=now,
         )
+        session.flush([job])  # before what refers to it, as a create does
         job.status = JobStatus.SUCCEEDED
         attempt = tables.attempts_read(session)[job_id, 1]
         attempt.status, attempt.training_seconds = "succeeded", training_seconds
