@@ -103,7 +103,9 @@ def add_metric_run(
         return
     values = [p.value for p in points]
     if not all(map(math.isfinite, values)):
-        _add_one_by_one(session, job_id, org, attempt, first_seq, points, series_time, event_time)
+        _add_by_executemany(
+            session, job_id, org, attempt, first_seq, points, series_time, event_time
+        )
         return
     document = json.dumps([[p.name, p.step, repr(v)] for p, v in zip(points, values, strict=True)])
     params = {
@@ -119,7 +121,7 @@ def add_metric_run(
         session.execute(statement, params)
 
 
-def _add_one_by_one(
+def _add_by_executemany(
     session: Session,
     job_id: str,
     org: str,
