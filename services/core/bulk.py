@@ -20,7 +20,7 @@ import datetime as dt
 import json
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -101,15 +101,7 @@ def add_metric_run(
     its next event, the first numbered `first_seq`."""
     if not points:
         return
-    values = [p.value for p in points]
-    if not all(map(math.isfinite, values)):
-        _add_by_executemany(
-            session, job_id, org, attempt, first_seq, points, series_time, event_time
-        )
-        return
-    document = json.dumps([[p.name, p.step, repr(v)] for p, v in zip(points, values, strict=True)])
-    params = {
-        "document": document,
+    params: dict[str, Any] = {
         "job": job_id,
         "org": org,
         "attempt": attempt,
@@ -117,36 +109,35 @@ def add_metric_run(
         "series_time": series_time,
         "event_time": event_time,
     }
+    values = [p.value for p in points]
+    if not all(map(math.isfinite, values)):
+        _add_by_executemany(session, points, params)
+        return
+    params["document"] = json.dumps(
+        [[p.name, p.step, repr(v)] for p, v in zip(points, values, strict=True)]
+    )
     for statement in _STATEMENTS[session.get_bind().dialect.name]:
         session.execute(statement, params)
 
 
-def _add_by_executemany(
-    session: Session,
-    job_id: str,
-    org: str,
-    attempt: int,
-    first_seq: int,
-    points: Sequence[Point],
-    series_time: dt.datetime,
-    event_time: dt.datetime,
-) -> None:
+def _add_by_executemany(session: Session, points: Sequence[Point], run: dict[str, Any]) -> None:
     """The rows through SQLAlchemy's executemany, for values JSON cannot carry: a NaN or
-    an infinity is kept as its event but is no point of a chart (SQLite cannot store it)."""
+    an infinity is kept as its event but is no point of a chart (SQLite cannot store it).
+    `run` holds what every row of the run shares, as `add_metric_run` binds it."""
     dialect_insert = (
         postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     )
     series = [
-        {"job_id": job_id, "attempt_number": attempt, "name": p.name, "step": p.step,
-         "value": p.value, "create_time": series_time}
+        {"job_id": run["job"], "attempt_number": run["attempt"], "name": p.name, "step": p.step,
+         "value": p.value, "create_time": run["series_time"]}
         for p in points
         if math.isfinite(p.value)
     ]  # fmt: skip
     events = [
-        {"job_id": job_id, "seq": first_seq + n, "org": org, "type": "metric",
-         "attempt_number": attempt,
+        {"job_id": run["job"], "seq": run["first"] + n, "org": run["org"], "type": "metric",
+         "attempt_number": run["attempt"],
          "data": {"name": p.name, "step": p.step, "value": json_double(p.value)},
-         "create_time": event_time}
+         "create_time": run["event_time"]}
         for n, p in enumerate(points)
     ]  # fmt: skip
     if series:
