@@ -56,7 +56,12 @@ class ClientHosting:
                 client.start()
                 return
         if client is None:
-            log.warning("client %s: an operation for a client not held here; ignored", op.client)
+            # The service counts it placed here: it is lost at once, its caller answered.
+            log.warning(
+                "client %s: an operation for a client not held here; disowning it", op.client
+            )
+            release = claim_service_pb2.Release(task=op.client, reason="not_held")
+            self._post(claim_service_pb2.ConnectRequest(release=release))
             return
         client.submit(op.seq, op.kind, op.input, op.lease)
 

@@ -230,7 +230,7 @@ class ExecutorStream:
     def _release(self, release: claim_service_pb2.Release) -> None:
         if release.task in self._served:
             self._service.engines.release(
-                self._principal, release.task, release.lease, release.reason
+                self._principal, self._executor_id, release.task, release.lease, release.reason
             )
         else:
             self._service.leases.release(self._principal, release.task, release.lease)
@@ -357,8 +357,9 @@ class ExecutorStream:
 
     async def _result(self, result: claim_service_pb2.OperationResult) -> None:
         """Apply an engine's answer: its commit wakes whoever waits on it, and the operator
-        here, which sends the client's next call."""
-        self._sent.discard((result.client, result.seq))
+        here, which sends the client's next call. The call counts as sent until its answer
+        is committed: a pass of the operator meanwhile would read it still pending and send
+        it again (a create again with a new lease, which the answer in flight then lacks)."""
         try:
             applied = await asyncio.to_thread(self._service.engines.apply, self._principal, result)
         except errors.DomainError as exc:
@@ -367,6 +368,8 @@ class ExecutorStream:
                 cancel = claim_service_pb2.Cancel(task=result.client, reason="lease_lost")
                 await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
             return
+        finally:
+            self._sent.discard((result.client, result.seq))
         if applied is not None:
             kind, outcome = applied
             self._service.metrics.client_operations.labels(kind, outcome).inc()

@@ -4,14 +4,17 @@ once, and a restarted executor that no longer names its client losing it at once
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import json
+import threading
 
 import pytest
 
 from services.claims.service import ClaimService
-from services.core import errors
+from services.claims.servicer import ClaimServicer
+from services.core import context, errors
 from services.core.auth import Principal
 from services.core.config import Config
 from services.core.offers import Offer
@@ -139,6 +142,89 @@ def test_a_restarted_executor_that_does_not_name_its_client_loses_it(
     with pytest.raises(errors.DomainError) as caught:
         claims.clients.call(MEMBER, client, 0, "optim_step", {})
     assert caught.value.reason == "CLIENT_GONE"
+
+
+def test_a_create_answered_while_the_operator_passes_is_not_sent_again(
+    claims: ClaimService,
+) -> None:
+    """The stream's operator may pass (its poll, another client's call) while an engine's
+    answer to a create is being committed: the create is not sent again with a new lease,
+    which would refuse the answer in flight and tell the executor to drop the client, and
+    the client's first call reaches the engine."""
+    servicer = ClaimServicer(claims, poll_seconds=0.05)
+    engines = claims.engines
+    due, apply = engines.due, engines.apply
+    passes, passed, applied = [0], threading.Event(), threading.Event()
+
+    def counted_due(executor_id: str, sent: set[tuple[str, int]]) -> list:  # type: ignore[type-arg]
+        found = due(executor_id, sent)
+        passes[0] += 1
+        passed.set()
+        return found
+
+    def apply_after_a_pass(principal: Principal, result: claim_service_pb2.OperationResult):  # type: ignore[no-untyped-def]
+        passed.clear()
+        assert passed.wait(10), "the operator did not pass"
+        try:
+            return apply(principal, result)
+        finally:
+            applied.set()
+
+    engines.due = counted_due  # type: ignore[method-assign]
+    engines.apply = apply_after_a_pass  # type: ignore[method-assign]
+    hello = claim_service_pb2.Hello(
+        machine="local", platform=True, bases=["fixture-tiny-llm"], devices=["cpu"],
+        supports=SUPPORTS, clients=2,
+    )  # fmt: skip
+    sent: asyncio.Queue[claim_service_pb2.ConnectRequest] = asyncio.Queue()
+
+    async def requests():  # type: ignore[no-untyped-def]
+        yield claim_service_pb2.ConnectRequest(hello=hello)
+        while True:
+            yield await sent.get()
+
+    async def next_pushed(stream) -> claim_service_pb2.ConnectResponse:  # type: ignore[no-untyped-def]
+        return await asyncio.wait_for(anext(stream), 10)
+
+    async def run() -> tuple[str, claim_service_pb2.ConnectResponse]:
+        context.principal_var.set(PLATFORM)
+        stream = servicer.Connect(requests(), None)  # type: ignore[arg-type]
+        assert (await anext(stream)).WhichOneof("kind") == "welcome"
+        client = await asyncio.to_thread(create, claims)
+        created = (await next_pushed(stream)).operation
+        assert (created.client, created.kind) == (client, "create")
+        answer = claim_service_pb2.OperationResult(
+            client=client, lease=created.lease, seq=0, ok=True, output="{}"
+        )
+        await sent.put(claim_service_pb2.ConnectRequest(result=answer))
+        assert await asyncio.to_thread(applied.wait, 10)
+        await asyncio.to_thread(claims.clients.call, MEMBER, client, 0, "forward_backward", FB)
+        pushed = await next_pushed(stream)
+        await stream.aclose()
+        return client, pushed
+
+    client, pushed = asyncio.run(run())
+    assert passes[0] >= 2
+    assert pushed.WhichOneof("kind") == "operation", pushed
+    assert (pushed.operation.seq, pushed.operation.kind) == (1, "forward_backward")
+    assert claims.clients.client(MEMBER, client).status == "ready"
+
+
+def test_a_client_its_executor_disowns_is_lost_at_once(claims: ClaimService) -> None:
+    """An executor sent a call for a client it holds no engine for says so without a
+    lease: the client is lost at once and its call answered; another executor cannot."""
+    executor_id, offer = engine(claims)
+    client = create(claims)
+    [create_op] = claims.engines.due(executor_id, set())
+    answer(claims, client, create_op.lease, 0, {})
+    pending, _, _ = claims.clients.call(MEMBER, client, 0, "optim_step", {})
+    other, _, _, _ = claims.hello(PLATFORM, dataclasses.replace(offer, machine="other"), [])
+    claims.engines.release(PLATFORM, other, client, "", "not_held")
+    assert claims.clients.client(MEMBER, client).status == "ready"
+    claims.engines.release(PLATFORM, executor_id, client, "", "not_held")
+    read = claims.clients.client(MEMBER, client)
+    assert (read.status, read.reason) == ("lost", "executor_lost")
+    assert claims.clients.future(MEMBER, pending).error.code == "CLIENT_GONE"
 
 
 def test_a_client_whose_lease_lapses_is_lost_by_the_sweep(config: Config, store: Store) -> None:

@@ -275,6 +275,11 @@ def test_the_agent_routes_a_clients_operations_and_drops_it_when_told(
         cancel = claim_service_pb2.Cancel(task=CLIENT)
         agent._dispatch(claim_service_pb2.ConnectResponse(cancel=cancel))
         assert CLIENT not in agent.clients
+        # A call for a client it no longer holds is disowned, not left unanswered.
+        agent._dispatch(operation(2, "optim_step"))
+        message = outbox.get(timeout=10)
+        assert message is not None and message.WhichOneof("kind") == "release"
+        assert (message.release.task, message.release.lease) == (CLIENT, "")
     finally:
         agent._channel.close()
 

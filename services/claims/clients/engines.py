@@ -259,12 +259,22 @@ class Engines:
 
         return claims_store.retry(work)
 
-    def release(self, principal: Principal, client_id: str, token: str, reason: str) -> None:
-        """The engine ended: the client goes with it."""
+    def release(
+        self, principal: Principal, executor_id: str, client_id: str, token: str, reason: str
+    ) -> None:
+        """The engine ended: the client goes with it. Named without a lease by the executor
+        it is placed on, which was sent a call for it and holds no engine for it, the client
+        is lost at once, its callers answered, not left waiting on a lease to lapse."""
 
         def work() -> None:
             now = self._now()
             with self._db.unit() as session:
+                if not token:
+                    held = store.client(session, client_id, lock=True)
+                    if held is not None and held.executor_id == executor_id:
+                        lifecycle.end_client(session, held, ClientStatus.LOST, "executor_lost", now)
+                        log.warning("client %s: its executor holds no engine for it", client_id)
+                    return
                 client = self._leased(session, principal, client_id, token, now)
                 lifecycle.end_client(session, client, ClientStatus.FAILED, "engine_failed", now)
                 log.warning("client %s: its engine ended (%s)", client_id, reason[:32])
