@@ -225,6 +225,8 @@ def test_a_client_its_executor_disowns_is_lost_at_once(claims: ClaimService) -> 
     read = claims.clients.client(MEMBER, client)
     assert (read.status, read.reason) == ("lost", "executor_lost")
     assert claims.clients.future(MEMBER, pending).error.code == "CLIENT_GONE"
+    claims.engines.release(PLATFORM, executor_id, client, "", "not_held")  # said again: no move
+    assert claims.clients.client(MEMBER, client).update_time == read.update_time
 
 
 def test_a_client_whose_lease_lapses_is_lost_by_the_sweep(config: Config, store: Store) -> None:

@@ -271,8 +271,13 @@ class Engines:
             with self._db.unit() as session:
                 if not token:
                     held = store.client(session, client_id, lock=True)
-                    if held is not None and held.executor_id == executor_id:
-                        lifecycle.end_client(session, held, ClientStatus.LOST, "executor_lost", now)
+                    if (
+                        held is not None
+                        and held.executor_id == executor_id
+                        and lifecycle.end_client(
+                            session, held, ClientStatus.LOST, "executor_lost", now
+                        )
+                    ):
                         log.warning("client %s: its executor holds no engine for it", client_id)
                     return
                 client = self._leased(session, principal, client_id, token, now)
