@@ -19,6 +19,7 @@ from services.core.states import (
     check_move,
 )
 from services.core.tables import ClientRow, OperationRow
+from services.core.wakeups import future_topic, mark
 
 C = ClientStatus
 
@@ -49,5 +50,7 @@ def end_client(
     ).all()
     for op in pending:
         operation_failed(op, "CLIENT_GONE", CLIENT_GONE.get(reason, ""), now)
+    # Their callers wake to the answer at once, not at their next read.
+    mark(session, *(future_topic(client.id, op.seq) for op in pending))
     release_holds(session, task_id=client.id, now=now)
     return True
