@@ -237,8 +237,11 @@ class SeaweedFS:
             raise RuntimeError("the object store answered the canary with other bytes")
 
     def stop(self) -> None:
-        # weed ignores SIGTERM for a long time; a short grace, then SIGKILL.
-        self.child.stop(grace=3.0)
+        # On SIGTERM weed's filer stops its gRPC server gracefully, which waits about 15 s on
+        # its own S3 gateway's subscription, and only then its volume server closes: killed
+        # within that, as any shorter grace kills it, it leaves its files as they were
+        # written (each write is in them before it is answered). So the grace is short.
+        self.child.stop(grace=0.5)
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:
