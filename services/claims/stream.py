@@ -228,12 +228,14 @@ class ExecutorStream:
             await self._announce(message.announcement)
 
     def _release(self, release: claim_service_pb2.Release) -> None:
-        if release.task in self._served:
-            self._service.engines.release(
-                self._principal, self._executor_id, release.task, release.lease, release.reason
-            )
-        else:
+        if release.task not in self._served:
             self._service.leases.release(self._principal, release.task, release.lease)
+        elif not release.lease:  # the executor holds no engine for the client
+            self._service.engines.disown(self._executor_id, release.task)
+        else:
+            self._service.engines.release(
+                self._principal, release.task, release.lease, release.reason
+            )
 
     async def _reports(
         self, reports: list[claim_service_pb2.StreamReport]

@@ -219,13 +219,13 @@ def test_a_client_its_executor_disowns_is_lost_at_once(claims: ClaimService) -> 
     answer(claims, client, create_op.lease, 0, {})
     pending, _, _ = claims.clients.call(MEMBER, client, 0, "optim_step", {})
     other, _, _, _ = claims.hello(PLATFORM, dataclasses.replace(offer, machine="other"), [])
-    claims.engines.release(PLATFORM, other, client, "", "not_held")
+    claims.engines.disown(other, client)
     assert claims.clients.client(MEMBER, client).status == "ready"
-    claims.engines.release(PLATFORM, executor_id, client, "", "not_held")
+    claims.engines.disown(executor_id, client)
     read = claims.clients.client(MEMBER, client)
     assert (read.status, read.reason) == ("lost", "executor_lost")
     assert claims.clients.future(MEMBER, pending).error.code == "CLIENT_GONE"
-    claims.engines.release(PLATFORM, executor_id, client, "", "not_held")  # said again: no move
+    claims.engines.disown(executor_id, client)  # said again: no move
     assert claims.clients.client(MEMBER, client).update_time == read.update_time
 
 

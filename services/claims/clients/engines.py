@@ -259,30 +259,35 @@ class Engines:
 
         return claims_store.retry(work)
 
-    def release(
-        self, principal: Principal, executor_id: str, client_id: str, token: str, reason: str
-    ) -> None:
-        """The engine ended: the client goes with it. Named without a lease by the executor
-        it is placed on, which was sent a call for it and holds no engine for it, the client
-        is lost at once, its callers answered, not left waiting on a lease to lapse."""
+    def release(self, principal: Principal, client_id: str, token: str, reason: str) -> None:
+        """The engine ended: the client goes with it."""
 
         def work() -> None:
             now = self._now()
             with self._db.unit() as session:
-                if not token:
-                    held = store.client(session, client_id, lock=True)
-                    if (
-                        held is not None
-                        and held.executor_id == executor_id
-                        and lifecycle.end_client(
-                            session, held, ClientStatus.LOST, "executor_lost", now
-                        )
-                    ):
-                        log.warning("client %s: its executor holds no engine for it", client_id)
-                    return
                 client = self._leased(session, principal, client_id, token, now)
                 lifecycle.end_client(session, client, ClientStatus.FAILED, "engine_failed", now)
                 log.warning("client %s: its engine ended (%s)", client_id, reason[:32])
+
+        claims_store.retry(work)
+
+    def disown(self, executor_id: str, client_id: str) -> None:
+        """The executor the client is placed on was sent a call for it and holds no engine
+        for it: the client is lost at once, its callers answered, not left waiting on a
+        lease to lapse. Said of a client placed elsewhere, or ended, it changes nothing."""
+
+        def work() -> None:
+            now = self._now()
+            with self._db.unit() as session:
+                client = store.client(session, client_id, lock=True)
+                if (
+                    client is not None
+                    and client.executor_id == executor_id
+                    and lifecycle.end_client(
+                        session, client, ClientStatus.LOST, "executor_lost", now
+                    )
+                ):
+                    log.warning("client %s: its executor holds no engine for it", client_id)
 
         claims_store.retry(work)
 
