@@ -94,9 +94,13 @@ class JobRow(Base):
         return FrozenPlan.from_json(self.plan or {})
 
 
-# Frozen specs parsed, by their sha256: a spec never changes, and parsing one is most of
-# what reading a page of jobs costs.
-_SPECS: collections.OrderedDict[str, job_pb2.Job] = collections.OrderedDict()
+# A job's labels: they name or file it but do not change what it trains, so its spec holds
+# them and its `spec_sha256` (the training config's hash) does not.
+SPEC_LABELS = ("idempotency_key", "requested_by", "project")
+
+# Frozen specs parsed, by their training config's sha256 and their labels: a spec never
+# changes, and parsing one is most of what reading a page of jobs costs.
+_SPECS: collections.OrderedDict[tuple[str, ...], job_pb2.Job] = collections.OrderedDict()
 _SPECS_KEPT = 4096
 
 
@@ -104,14 +108,16 @@ _SPECS_LOCK = threading.Lock()
 
 
 def _parsed_spec(sha256: str, spec: dict[str, Any]) -> job_pb2.Job:
-    """The spec parsed, kept read-only (callers copy it)."""
+    """The spec parsed, kept read-only (callers copy it). Two jobs that train alike share
+    the sha256, whichever org made them: the labels are part of the key."""
+    key = (sha256, *(str(spec.get(name, "")) for name in SPEC_LABELS))
     with _SPECS_LOCK:
-        if (found := _SPECS.get(sha256)) is not None:
-            _SPECS.move_to_end(sha256)
+        if (found := _SPECS.get(key)) is not None:
+            _SPECS.move_to_end(key)
             return found
     parsed = json_format.ParseDict(spec, job_pb2.Job(), ignore_unknown_fields=True)
     with _SPECS_LOCK:
-        _SPECS[sha256] = parsed
+        _SPECS[key] = parsed
         if len(_SPECS) > _SPECS_KEPT:
             _SPECS.popitem(last=False)
     return parsed

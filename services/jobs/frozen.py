@@ -11,6 +11,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from services.core.tables import SPEC_LABELS
 from trainyard.job.v1 import job_pb2
 from trainyard.training import planning
 
@@ -23,8 +24,6 @@ _PLAN_FIELDS = (
     "train_examples",
     "eval_examples",
 )
-# Labels that name or file a job but do not change what it trains.
-_LABELS = ("idempotency_key", "requested_by", "project")
 
 
 # -- written by the create ------------------------------------------------------------------
@@ -48,7 +47,7 @@ def _spec_only(job: job_pb2.Job) -> job_pb2.Job:
 def training_config(job: job_pb2.Job) -> job_pb2.Job:
     """What the training config hash of provenance covers: the spec minus its labels."""
     out = _spec_only(job)
-    for name in _LABELS:
+    for name in SPEC_LABELS:
         out.ClearField(name)  # type: ignore[arg-type]
     return out
 

@@ -226,6 +226,24 @@ def test_twenty_racing_identical_creates_make_one_job(acme: Api) -> None:
     assert listed.total_size == 1
 
 
+def test_a_job_reads_back_its_own_labels_beside_another_org_s_same_config(
+    acme: Api, globex: Api
+) -> None:
+    """The labels (who asked, the key, the project) are outside the training config's hash:
+    two jobs that train alike each read back their own, in whichever org."""
+    same = {**FIXTURE, "output": {"name": "nightly"}}
+    ours = acme.create({**same, "requested_by": "alice", "idempotency_key": "a-1"})
+    theirs = globex.create(
+        {**same, "requested_by": "bob", "idempotency_key": "b-1", "project": "bots"}
+    )
+    for api, job, asked, key, project in (
+        (acme, ours, "alice", "a-1", "default"),
+        (globex, theirs, "bob", "b-1", "bots"),
+    ):
+        read = api.get(job.id)
+        assert (read.requested_by, read.idempotency_key, read.project) == (asked, key, project)
+
+
 def test_keys_are_per_org(acme: Api, globex: Api) -> None:
     body = {**FIXTURE, "idempotency_key": "shared"}
     assert acme.create(body).id != globex.create(body).id
