@@ -43,11 +43,21 @@ class Trace:
     # the process that trained it (`bare_in_a_fresh_process`), imports included.
     first_step_at: float = 0.0
     first_step_seconds: float = 0.0
+    # When each step ended, by step (seconds since the epoch), where known.
+    at: dict[int, float] = dataclasses.field(default_factory=dict)
+
+    def _steady(self) -> list[int]:
+        """The steps the figures count: all but the first (it warms up)."""
+        return [s for s in sorted(self.rates) if s > min(self.rates)] or sorted(self.rates)
 
     def tokens_per_second(self) -> float:
-        """The median step's, the first (it warms up) left out."""
-        steady = [v for s, v in sorted(self.rates.items()) if s > min(self.rates)]
-        return statistics.median(steady or list(self.rates.values()))
+        """The median step's."""
+        return statistics.median(self.rates[s] for s in self._steady())
+
+    def measured_at(self) -> float | None:
+        """When the counted steps ran (the median of their ends), if known."""
+        times = [self.at[s] for s in self._steady() if s in self.at]
+        return statistics.median(times) if times else None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -61,6 +71,7 @@ class Trace:
             mfu={int(k): v for k, v in doc["mfu"].items()},
             peak_memory=doc["peak_memory"],
             first_step_at=doc.get("first_step_at", 0.0),
+            at={int(k): v for k, v in doc.get("at", {}).items()},
         )
 
 
@@ -203,7 +214,8 @@ def _bare_loop(plan: Any) -> Trace:
         trace.losses[step] = round(float(loss_sum) / total, 6)
         elapsed = time.perf_counter() - tick
         trace.rates[step] = sum(len(train[i].input_ids) for i in batch) / elapsed
-        trace.first_step_at = trace.first_step_at or time.time()
+        trace.at[step] = time.time()
+        trace.first_step_at = trace.first_step_at or trace.at[step]
     if torch.cuda.is_available():
         trace.peak_memory = float(torch.cuda.max_memory_allocated())
     else:

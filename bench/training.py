@@ -203,7 +203,33 @@ def _one_job(stub: Any, md: list[tuple[str, str]], spec: dict[str, Any], journal
     ready = next((e.line for e in every.events if e.type == "log" and READY.search(e.line)), "")
     noted = [json.loads(line) for line in journal.read_text().splitlines()]
     trace = Trace(series["loss"], series["tokens_per_second"], series.get("mfu", {}))
+    trace.at = step_times(noted, job.id, "tokens_per_second")
     return Job(trace, first_step, hops(noted, job.id, created, seen, ready), final)
+
+
+def step_times(journal: list[dict[str, Any]], job_id: str, series: str) -> dict[int, float]:
+    """When the job's trainer made each point of `series`, by step, from the executor's
+    journal (wall-clock times): when each step ended."""
+    task = next(r["task"] for r in journal if r["what"] == "assigned" and r.get("job") == job_id)
+    return {
+        step: at
+        for r in journal
+        if r["what"] == "sent" and r["task"] == task
+        for _seq, kind, name, step, at in r["events"]
+        if (kind, name) == ("metric", series)
+    }
+
+
+def bare_at(before: Trace, after: Trace, job: Trace) -> float:
+    """The bare loop's tokens/s when `job` ran, between the bare runs before and after it:
+    linear in time, so a machine's drift through the runs falls on both sides (the mean of
+    the two where a time is unknown)."""
+    t0, t1, t = before.measured_at(), after.measured_at(), job.measured_at()
+    low, high = before.tokens_per_second(), after.tokens_per_second()
+    if t0 is None or t1 is None or t is None or t1 <= t0:
+        return (low + high) / 2
+    share = min(1.0, max(0.0, (t - t0) / (t1 - t0)))
+    return low + share * (high - low)
 
 
 def _spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -241,11 +267,13 @@ def report_training(
     paired: list[Trace],
 ) -> None:
     """The fidelity and throughput figures, each beside the bare loop's: for tokens/s,
-    the bare runs between the jobs (`paired`) when there are, else those before and
-    after."""
+    each job beside the bare loop at its own time, between the bare runs around it (those
+    between the jobs, `paired`, when there are, else those before and after)."""
     print(f"{args.base} {args.mode}, {len(jobs[0].losses)} steps, {_device()}")
-    bare = [t.tokens_per_second() for t in paired or (before, after)]
-    where = "between the jobs, on their stack" if paired else "before and after"
+    around = paired or [before, after]
+    bare = [bare_at(around[i], around[i + 1], job) for i, job in enumerate(jobs)]
+    where = "on their stack, " if paired else ""
+    where += "at each job's time between the runs before and after it"
     report(
         Figure(
             BENCH,

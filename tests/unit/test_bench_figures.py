@@ -76,3 +76,20 @@ def test_the_table_has_a_row_a_figure_with_both_spreads(
         "claims",
         "auth",
     ]
+
+
+def test_a_job_is_measured_against_the_bare_loop_at_its_own_time() -> None:
+    """A machine drifting through the runs: the job's baseline is the bare loop's tokens/s
+    where the job ran between the bare runs around it, not their mean."""
+    from bench.recipe import Trace
+    from bench.training import bare_at
+
+    def run(rate: float, start: float) -> Trace:
+        steps = range(1, 6)
+        return Trace({}, {s: rate for s in steps}, at={s: start + s for s in steps})
+
+    before, after = run(4000.0, 0.0), run(5000.0, 10.0)
+    assert bare_at(before, after, run(4100.0, 2.0)) == pytest.approx(4200.0)
+    assert bare_at(before, after, run(4100.0, 60.0)) == pytest.approx(5000.0)  # not beyond
+    untimed = Trace({}, {1: 4100.0, 2: 4100.0})
+    assert bare_at(before, after, untimed) == pytest.approx(4500.0)
