@@ -4,13 +4,13 @@ cancels a stream passes on, and the calls an executor makes under a lease (an ou
 registration, an input read).
 
 The lease row is the truth, not the stream: every call under a lease checks, in its own
-transaction, that the lease presented is the task's current one and has not lapsed.
+transaction, that the lease presented is the task's current one and has not lapsed
+(`services.claims.fencing`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import secrets
 from collections.abc import Callable, Collection, Sequence
@@ -18,6 +18,16 @@ from collections.abc import Callable, Collection, Sequence
 from sqlalchemy.orm import Session
 
 from services.claims import store
+from services.claims.fencing import (
+    MAX_HELD,
+    acting_on,
+    check_platform,
+    grant_output,
+    holds,
+    lease_lost,
+    lease_sha256,
+    may_act,
+)
 from services.claims.store import ExecutorRow
 from services.core import audit, errors, ids, lifecycle, view
 from services.core.auth import Principal
@@ -28,89 +38,14 @@ from services.core.offers import Offer
 from services.core.states import JobStatus, TaskStatus
 from services.core.store import Store, utcnow
 from services.core.tables import JobRow, TaskRow
-from trainyard.artifact.v1 import artifact_pb2, artifact_service_pb2
+from trainyard.artifact.v1 import artifact_pb2
 from trainyard.claim.v1 import claim_service_pb2, task_pb2
 from trainyard.training.catalog import Catalog
 
-# The most device-seconds a task's `held` says: the wire's int32, 68 device-years.
-MAX_HELD = 2**31 - 1
 # The most abandoned leases one hello ends (an executor runs at most 64 tasks at once).
 MAX_ABANDONED = 64
 
 log = logging.getLogger(__name__)
-
-
-def lease_sha256(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def lease_lost() -> errors.DomainError:
-    return errors.DomainError(
-        "The lease is not the task's current one; stop the task.",
-        reason="LEASE_LOST",
-        code=errors.Conflict.code,
-    )
-
-
-def check_platform(principal: Principal, platform: bool) -> None:
-    if platform and not principal.runs_platform_tasks:
-        raise errors.PermissionDenied("Only the platform credential claims as the platform.")
-
-
-def may_act(principal: Principal, task: TaskRow) -> bool:
-    """An org's executor acts on its org's tasks; the platform on the tasks no machine was
-    named for, in whichever org."""
-    return task.org == principal.org or (principal.runs_platform_tasks and task.machine == "")
-
-
-def holds(task: TaskRow, token: str, now: dt.datetime) -> bool:
-    """Whether `token` is the task's current lease and has not lapsed."""
-    return (
-        task.status == TaskStatus.LEASED
-        and bool(token)
-        and secrets.compare_digest(task.lease_sha256, lease_sha256(token))
-        and task.lease_expires is not None
-        and task.lease_expires > now
-    )
-
-
-def acting_on(
-    session: Session, principal: Principal, job_id: str, task_id: str, *, lock: bool = False
-) -> TaskRow:
-    """The job's task an executor acts on, whatever lease it holds; NOT_FOUND for a task
-    it may not see, as for one that does not exist."""
-    task = store.task(session, task_id, lock=lock)
-    if task is None or task.job_id != job_id or not may_act(principal, task):
-        raise errors.NotFound()
-    if task.machine == "" and not principal.runs_platform_tasks:
-        raise errors.PermissionDenied(
-            "A task the platform runs takes reports from the platform only."
-        )
-    return task
-
-
-def grant_output(
-    artifacts: ArtifactClient | None,
-    org: str,
-    producer: str,
-    request: claim_service_pb2.RegisterTaskArtifactRequest,
-) -> artifact_pb2.Grant:
-    """ArtifactService's upload grant for an output registered under a lease, named as
-    `producer`'s (the task's job, or a training client)."""
-    if artifacts is None:
-        raise errors.Unavailable()
-    return artifacts.grant(
-        org,
-        artifact_service_pb2.GrantJobArtifactRequest(
-            job_id=producer,
-            task_id=request.task,
-            kind=request.kind,
-            name=request.name,
-            sha256=request.sha256,
-            size=request.size,
-            meta=dict(request.meta),
-        ),
-    )
 
 
 class Leases:

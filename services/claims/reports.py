@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 
 from services.claims import store
 from services.claims.applying import Effects, apply_event
-from services.claims.leases import MAX_HELD, Leases, acting_on, holds, lease_lost
+from services.claims.fencing import MAX_HELD, acting_on, holds, lease_lost
+from services.claims.leases import Leases
 from services.core import bulk, errors, lifecycle, trace
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient

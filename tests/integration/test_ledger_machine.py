@@ -20,7 +20,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from services.claims.leases import Leases, holds
+from services.claims.fencing import holds
+from services.claims.leases import Leases
 from services.claims.reports import Reports
 from services.core import errors, ids, lifecycle
 from services.core.config import Config

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from services.claims import store as claims_store
 from services.claims.clients import requests, store
 from services.claims.clients.service import hold_of
-from services.claims.leases import grant_output, lease_sha256
+from services.claims.fencing import grant_output, lease_sha256
 from services.core import errors, lifecycle
 from services.core.auth import Principal
 from services.core.clients import ArtifactClient
@@ -280,13 +280,9 @@ class Engines:
             now = self._now()
             with self._db.unit() as session:
                 client = store.client(session, client_id, lock=True)
-                if (
-                    client is not None
-                    and client.executor_id == executor_id
-                    and lifecycle.end_client(
-                        session, client, ClientStatus.LOST, "executor_lost", now
-                    )
-                ):
+                if client is None or client.executor_id != executor_id:
+                    return
+                if lifecycle.end_client(session, client, ClientStatus.LOST, "executor_lost", now):
                     log.warning("client %s: its executor holds no engine for it", client_id)
 
         claims_store.retry(work)
