@@ -203,8 +203,10 @@ class SeaweedFS:
         volume server's heartbeat has registered it; after a restart that heartbeat may be
         refused (the master is not yet its own leader) and retried seconds later, and every
         read until then fails with InternalError. Only a read proves that window is over.
+        Each round is one try of each call (botocore's own backoff would hold the answer
+        seconds past the store being ready).
         """
-        client = self.client()
+        client = s3.client(self.endpoint, self.access_key, self.secret_key, attempts=1)
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:

@@ -9,7 +9,11 @@ import boto3
 from botocore.config import Config as BotoConfig
 
 
-def client(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1") -> Any:
+def client(
+    endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1", attempts: int = 3
+) -> Any:
+    """`attempts`: how many times botocore sends a call that failed on its way or with a
+    5xx before it raises (1: the caller retries on its own clock)."""
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
@@ -19,7 +23,7 @@ def client(endpoint: str, access_key: str, secret_key: str, region: str = "us-ea
         config=BotoConfig(
             signature_version="s3v4",
             s3={"addressing_style": "path"},
-            retries={"max_attempts": 3, "mode": "standard"},
+            retries={"max_attempts": attempts, "mode": "standard"},
             connect_timeout=5,
             read_timeout=60,
             request_checksum_calculation="when_required",
