@@ -189,10 +189,10 @@ class SeaweedFS:
     def metrics_url(self) -> str:
         return f"http://{self.host}:{self.metrics_port}/metrics"
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self, attempts: int = 3):  # type: ignore[no-untyped-def]
         """The operator's client of the store it runs, for the readiness check and the
-        tests, made as the artifacts service makes its own."""
-        return s3.client(self.endpoint, self.access_key, self.secret_key)
+        tests, made as the artifacts service makes its own (`attempts`: `s3.client`'s)."""
+        return s3.client(self.endpoint, self.access_key, self.secret_key, attempts=attempts)
 
     def wait_ready(self, bucket: str, timeout: float = 60.0) -> None:
         """Until the bucket exists (made on first start) and an object stored earlier reads
@@ -206,7 +206,7 @@ class SeaweedFS:
         Each round is one try of each call (botocore's own backoff would hold the answer
         seconds past the store being ready).
         """
-        client = s3.client(self.endpoint, self.access_key, self.secret_key, attempts=1)
+        client = self.client(attempts=1)
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
