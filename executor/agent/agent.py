@@ -32,8 +32,8 @@ from trainyard.artifact.v1 import artifact_pb2
 from trainyard.channels import channel
 from trainyard.claim.v1 import claim_service_pb2, claim_service_pb2_grpc, task_pb2
 from trainyard.training import events
-from trainyard.training.catalog import RESCAN_SECONDS
 from trainyard.training.events import Event
+from trainyard.training.model_files import RESCAN_SECONDS
 
 log = logging.getLogger(__name__)
 TERMINAL = {"succeeded", "rejected", "failed", "cancelled", "stopped"}

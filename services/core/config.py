@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from services.core import keys
-from trainyard.training import catalog
+from trainyard.training import model_files
 
 # The most processes of one service a stack runs: it runs them all on one machine.
 MAX_REPLICAS = 16
@@ -299,7 +299,7 @@ class Config:
             service_key=env.get("TRAINYARD_SERVICE_KEY", ""),
             master_key_hex=env.get("TRAINYARD_MASTER_KEY", ""),
             local_executor=env.get("TRAINYARD_LOCAL_EXECUTOR", "1") not in ("0", "false", "no"),
-            models_path=catalog.models_dir(env),
+            models_path=model_files.models_dir(env),
             log_format=env.get("TRAINYARD_LOG_FORMAT") or "auto",
             log_level=env.get("TRAINYARD_LOG_LEVEL") or "INFO",
             free_credit_cents=num("FREE_CREDIT_CENTS", 1000),

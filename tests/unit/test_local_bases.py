@@ -12,7 +12,8 @@ from services.core.validation import parse_json_job
 from services.jobs import spec
 from tests.support import make_local_model
 from trainyard.training import pins
-from trainyard.training.catalog import RESCAN_SECONDS, Catalog
+from trainyard.training.catalog import Catalog
+from trainyard.training.model_files import RESCAN_SECONDS
 
 
 @pytest.fixture(scope="module")

@@ -9,29 +9,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
-import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from trainyard.job.v1 import job_pb2, model_pb2
-from trainyard.training import decisions, families, pins, planning
+from trainyard.training import decisions, families, model_files, pins, planning
 
 FIXTURE_BASE = "fixture-tiny-llm"
-
-
-def models_dir(env: Mapping[str, str]) -> Path:
-    """Where local Hugging Face bases are found: `TRAINYARD_MODELS_DIR`, else `models/`
-    under `TRAINYARD_HOME`."""
-    named = (
-        env.get("TRAINYARD_MODELS_DIR")
-        or Path(env.get("TRAINYARD_HOME") or ".trainyard") / "models"
-    )
-    return Path(named).resolve()
 
 
 FIXTURE_DATASET = "fixture:synthetic-tiny-v1"
@@ -323,15 +310,6 @@ DECIDER = Base(
 LOCAL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
-def _safetensors_header(path: Path) -> dict[str, Any]:
-    """A safetensors file's header (tensor names, shapes), read without loading it."""
-    with path.open("rb") as fh:
-        size = struct.unpack("<Q", fh.read(8))[0]
-        header: dict[str, Any] = json.loads(fh.read(size))
-    header.pop("__metadata__", None)
-    return header
-
-
 def local_base(directory: Path) -> Base | None:
     """A Hugging Face causal LM saved in `directory`, when it is one: a config naming a
     `…ForCausalLM`, safetensors weights and a tokenizer. Its revision is the sha256 of its
@@ -351,8 +329,8 @@ def local_base(directory: Path) -> Base | None:
         return None
     try:
         config = json.loads(config_path.read_text())
-        tensors = {k: v for w in weights for k, v in _safetensors_header(w).items()}
-    except (ValueError, OSError, struct.error):
+        tensors = {k: v for w in weights for k, v in model_files.safetensors_header(w).items()}
+    except (ValueError, OSError):
         return None
     if not any(str(a).endswith("ForCausalLM") for a in config.get("architectures", [])):
         return None
@@ -386,33 +364,6 @@ def local_base(directory: Path) -> Base | None:
     )
 
 
-# How long a listing of the models directory is trusted before it is read again.
-RESCAN_SECONDS = 5.0
-
-# What the models directory held when last read: each folder with its files' sizes and
-# modification times, so a model copied in (or still being copied) reads as a change.
-Listing = tuple[tuple[str, tuple[tuple[str, int, int], ...]], ...]
-
-
-def _listing(models_dir: Path) -> Listing:
-    """The models directory's folders and their files, read with `stat` alone."""
-    try:
-        folders = sorted((e for e in os.scandir(models_dir) if e.is_dir()), key=lambda e: e.name)
-    except OSError:
-        return ()
-    return tuple((folder.name, _files(folder.path)) for folder in folders)
-
-
-def _files(folder: str) -> tuple[tuple[str, int, int], ...]:
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        return tuple(
-            (e.name, (st := e.stat()).st_size, st.st_mtime_ns) for e in entries if e.is_file()
-        )
-    except OSError:
-        return ()
-
-
 def _pin_all(bases: list[Base]) -> None:
     for base in bases:
         _ = base.revision  # hashed once; later reads find each file's digest kept
@@ -422,7 +373,7 @@ class Catalog:
     """The bases this deployment trains. With a models directory it follows that
     directory, so a model placed there (or taken away) counts without a restart: its
     listing is compared at every listing and whenever a name it does not know is asked
-    for, and at most `RESCAN_SECONDS` apart when a known name is."""
+    for, and at most `model_files.RESCAN_SECONDS` apart when a known name is."""
 
     def __init__(
         self,
@@ -438,7 +389,7 @@ class Catalog:
         self._hash_ahead = hash_ahead
         self._models_dir = models_dir
         self._clock = clock
-        self._seen: Listing | None = None
+        self._seen: model_files.Listing | None = None
         self._read_at = -math.inf
         self._bases = {base.name: base for base in bases}
         self._rescan()
@@ -446,7 +397,7 @@ class Catalog:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Catalog:
         """The catalog of this machine's environment (`TRAINYARD_MODELS_DIR`)."""
-        return cls.discover(models_dir(env))
+        return cls.discover(model_files.models_dir(env))
 
     @classmethod
     def discover(cls, models_dir: Path | None, *, hash_ahead: bool = False) -> Catalog:
@@ -458,7 +409,7 @@ class Catalog:
         if self._models_dir is None:
             return
         self._read_at = self._clock()
-        listing = _listing(self._models_dir)
+        listing = model_files.listing(self._models_dir)
         if listing == self._seen:
             return
         found = [b for name, _ in listing if (b := local_base(self._models_dir / name)) is not None]
@@ -468,7 +419,7 @@ class Catalog:
             threading.Thread(target=_pin_all, args=(found,), name="pins", daemon=True).start()
 
     def _rescan_when_stale(self) -> None:
-        if self._clock() - self._read_at >= RESCAN_SECONDS:
+        if self._clock() - self._read_at >= model_files.RESCAN_SECONDS:
             self._rescan()
 
     def get(self, name: str) -> Base | None:
