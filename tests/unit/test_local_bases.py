@@ -46,6 +46,16 @@ def test_no_models_dir_lists_only_the_built_in_bases(tmp_path: Path) -> None:
     ]
 
 
+def test_a_folder_whose_weights_are_cut_short_is_no_base(tmp_path: Path) -> None:
+    """A model still being copied in: its config and tokenizer there, its weights shorter
+    than a safetensors header or with half of one. Neither is listed, neither fails."""
+    for name, weights in (("short", b"\x08\x00"), ("half", b"\x40" + b"\x00" * 7 + b'{"w"')):
+        folder = tmp_path / name
+        make_local_model(folder)
+        (folder / "model.safetensors").write_bytes(weights)
+    assert Catalog.discover(tmp_path).names == ["fixture-tiny-decider", "fixture-tiny-llm"]
+
+
 def test_a_job_on_a_local_base_validates_and_expands_from_its_profile(models: Path) -> None:
     catalog = Catalog.discover(models)
     job = parse_json_job(
