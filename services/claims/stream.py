@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 
+from services.claims.operations import ClientOperator
 from services.claims.service import ClaimService
 from services.core import errors, trace
 from services.core.auth import Principal
 from services.core.offers import Offer
 from services.core.states import TERMINAL
-from services.core.wakeups import executor_topic, operations_topic, woken
+from services.core.wakeups import executor_topic, woken
 from trainyard.claim.v1 import claim_service_pb2
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,6 @@ async def poll_claim(
             if left <= 0:
                 return claim_service_pb2.ClaimTaskResponse()
             await woken(event, min(left, poll))
-
-
-# How often a stream holding clients checks whether one was deleted or lost.
-CLIENT_CHECK_SECONDS = 1.0
 
 
 class ExecutorStream:
@@ -101,12 +97,7 @@ class ExecutorStream:
         # wake-up lost, or one sent before the stream began): cancels are read then only.
         self._stopping = asyncio.Event()
         self._stopping.set()
-        # The clients this stream serves now, and the operations it sent that are not
-        # answered. `_served` keeps every client it has served: what the executor sends
-        # about one, even after it ended here, goes to the clients' side.
-        self._clients = held & clients
-        self._served = set(clients)
-        self._sent: set[tuple[str, int]] = set()
+        self._operator = ClientOperator(service, principal, executor_id, self._out, held, clients)
         self._jobs: dict[str, str] = {}
 
     @classmethod
@@ -144,7 +135,7 @@ class ExecutorStream:
     ) -> AsyncGenerator[claim_service_pb2.ConnectResponse, None]:
         tasks = [asyncio.create_task(self._read(requests)), asyncio.create_task(self._claim())]
         if self._offer.clients:
-            tasks.append(asyncio.create_task(self._operate()))
+            tasks.append(asyncio.create_task(self._operator.run()))
         connected = self._service.metrics.executors
         connected.inc()
         try:
@@ -221,14 +212,14 @@ class ExecutorStream:
             with contextlib.suppress(errors.DomainError):
                 await asyncio.to_thread(self._release, message.release)
             self._freed(message.release.task)
-            self._clients.discard(message.release.task)
+            self._operator.released(message.release.task)
         elif kind == "result":
-            await self._result(message.result)
+            await self._operator.result(message.result)
         elif kind == "announcement":
             await self._announce(message.announcement)
 
     def _release(self, release: claim_service_pb2.Release) -> None:
-        if release.task not in self._served:
+        if not self._operator.serves(release.task):
             self._service.leases.release(self._principal, release.task, release.lease)
         elif not release.lease:  # the executor holds no engine for the client
             self._service.engines.disown(self._executor_id, release.task)
@@ -243,7 +234,7 @@ class ExecutorStream:
         """The acks of reports of one task under one lease, applied together when they
         are a task's (a client's heartbeats go one by one)."""
         first = reports[0]
-        if len(reports) == 1 or first.task in self._served:
+        if len(reports) == 1 or self._operator.serves(first.task):
             return [await self._report(report) for report in reports]
         try:
             answers = await asyncio.to_thread(
@@ -262,7 +253,7 @@ class ExecutorStream:
         self, report: claim_service_pb2.StreamReport
     ) -> claim_service_pb2.ConnectResponse:
         try:
-            if report.task in self._served:  # a client's heartbeat: it carries no events
+            if self._operator.serves(report.task):  # a client's heartbeat: it carries no events
                 answer = await asyncio.to_thread(
                     self._service.engines.renew, self._principal, report.task, report.lease
                 )
@@ -306,7 +297,7 @@ class ExecutorStream:
     async def _job_of(self, task_id: str) -> str:
         """The job of a task this executor reports on (a task never changes job); a
         client, as its own calls name it, stands for itself."""
-        if task_id in self._served:
+        if self._operator.serves(task_id):
             return task_id
         if task_id not in self._jobs:
             self._jobs[task_id] = await asyncio.to_thread(self._service.leases.job_of, task_id)
@@ -330,7 +321,7 @@ class ExecutorStream:
             service = self._service
             grants = (
                 service.engines.grant
-                if request.task in self._served
+                if self._operator.serves(request.task)
                 else service.leases.register_artifact
             )
             grant = await asyncio.to_thread(grants, self._principal, request)
@@ -357,70 +348,7 @@ class ExecutorStream:
         self._opened.set()
         self._woken.set()
 
-    async def _result(self, result: claim_service_pb2.OperationResult) -> None:
-        """Apply an engine's answer: its commit wakes whoever waits on it, and the operator
-        here, which sends the client's next call. The call counts as sent until its answer
-        is committed: a pass of the operator meanwhile would read it still pending and send
-        it again (a create again with a new lease, which the answer in flight then lacks)."""
-        try:
-            applied = await asyncio.to_thread(self._service.engines.apply, self._principal, result)
-        except errors.DomainError as exc:
-            if exc.reason in ("LEASE_LOST", "NOT_FOUND"):
-                self._clients.discard(result.client)
-                cancel = claim_service_pb2.Cancel(task=result.client, reason="lease_lost")
-                await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
-            return
-        finally:
-            self._sent.discard((result.client, result.seq))
-        if applied is not None:
-            kind, outcome = applied
-            self._service.metrics.client_operations.labels(kind, outcome).inc()
-            if outcome == "done" and kind != "create":
-                self._service.metrics.engine_seconds.inc(max(result.seconds, 0.0))
-        else:  # answered before (a resend): its commit woke no one, the next call may go
-            self._service.wakeups.deliver([operations_topic(self._executor_id)])
-
     # -- what the service pushes -----------------------------------------------------------
-
-    async def _operate(self) -> None:
-        """Push each held client's next call as it comes (woken by the call, else a
-        poll), and tell the executor to free a client that was deleted or lost."""
-        with self._service.wakeups.watching(operations_topic(self._executor_id)) as wake:
-            await self._operate_while(wake)
-
-    async def _operate_while(self, wake: asyncio.Event) -> None:
-        engines = self._service.engines
-        next_check = 0.0
-        while True:
-            wake.clear()
-            try:
-                for op in await asyncio.to_thread(engines.due, self._executor_id, set(self._sent)):
-                    self._sent.add((op.client, op.seq))
-                    self._clients.add(op.client)
-                    self._served.add(op.client)
-                    message = claim_service_pb2.ClientOperation(
-                        client=op.client,
-                        seq=op.seq,
-                        kind=op.kind,
-                        input=json.dumps(op.input),
-                        lease=op.lease,
-                        org=op.org,
-                        report=op.report,
-                    )
-                    await self._out.put(claim_service_pb2.ConnectResponse(operation=message))
-                if self._clients and time.monotonic() >= next_check:
-                    next_check = time.monotonic() + CLIENT_CHECK_SECONDS
-                    for client_id, reason in await asyncio.to_thread(
-                        engines.ended_of, sorted(self._clients)
-                    ):
-                        self._clients.discard(client_id)
-                        cancel = claim_service_pb2.Cancel(task=client_id, reason=reason)
-                        await self._out.put(claim_service_pb2.ConnectResponse(cancel=cancel))
-            except errors.DomainError as exc:
-                log.warning("client operations refused: %s", exc.reason)
-            except Exception:
-                log.exception("client operations pass failed")
-            await woken(wake, CLIENT_CHECK_SECONDS)
 
     async def _claim(self) -> None:
         """Lease tasks while slots are free and push cancels, each time work became
