@@ -14,7 +14,6 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 
@@ -333,7 +332,7 @@ class Agent(ClientHosting):
         log.info(
             "task %s of job %s: %s", assignment.task.id, assignment.job.id, assignment.task.role
         )
-        task_id = assignment.task.id
+        task_id, base_model = assignment.task.id, assignment.job.base_model
         self._note("assigned", task_id, job=assignment.job.id)
         work = self.config.work_root / self.config.machine
         runner = TaskRunner(
@@ -344,7 +343,12 @@ class Agent(ClientHosting):
             self._read_input,
             patience=self.config.patience_seconds,
             warm=self.warm,
-            refusal=self._disk_refusal(work, assignment.job.base_model),
+            refusal=disk.refusal(
+                work,
+                self.config.base_size(base_model) + self.config.disk_margin_bytes,
+                self.config.work_budget_bytes,
+                base_model,
+            ),
             verify=self.config.tls.context,
             wake=self._wake.set,
             note=lambda what, **fields: self._note(what, task_id, **fields),
@@ -353,23 +357,6 @@ class Agent(ClientHosting):
             self.runners[runner.id] = runner
             self._remember()
         runner.start()
-
-    def _disk_refusal(self, work: Path, base_model: str) -> str:
-        """`executor_disk_full` when the work area cannot hold a task on `base_model`
-        (its base's size and the margin), else ""."""
-        c = self.config
-        need = c.base_size(base_model) + c.disk_margin_bytes
-        lacking = disk.shortfall(work, need, c.work_budget_bytes)
-        if not lacking:
-            return ""
-        log.warning(
-            "the work area %s lacks %.1f GiB of the %.1f GiB a task on %s needs; refusing it",
-            work,
-            lacking / disk.GiB,
-            need / disk.GiB,
-            base_model,
-        )
-        return disk.DISK_FULL
 
     def _ack(self, ack: claim_service_pb2.Ack) -> None:
         if ack.task in self.clients:

@@ -4,11 +4,14 @@ work area's own budget, against what a task needs (its base's size and a margin)
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 from pathlib import Path
 
 from trainyard.training.catalog import Base
+
+log = logging.getLogger(__name__)
 
 GiB = 1024**3
 # What a task needs beyond its base's size: its dataset, logs, and the packing of outputs.
@@ -52,3 +55,19 @@ def room(root: Path, budget: int) -> int:
 def shortfall(root: Path, need: int, budget: int) -> int:
     """How many bytes the work area lacks to hold a task that needs `need`; 0 when it can."""
     return max(0, need - room(root, budget))
+
+
+def refusal(root: Path, need: int, budget: int, base_model: str) -> str:
+    """`DISK_FULL` when the work area under `root` cannot hold a task on `base_model` that
+    needs `need` bytes (its base's size and the margin), said in the log; else ""."""
+    lacking = shortfall(root, need, budget)
+    if not lacking:
+        return ""
+    log.warning(
+        "the work area %s lacks %.1f GiB of the %.1f GiB a task on %s needs; refusing it",
+        root,
+        lacking / GiB,
+        need / GiB,
+        base_model,
+    )
+    return DISK_FULL
