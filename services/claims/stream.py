@@ -83,7 +83,7 @@ class ExecutorStream:
         self._executor_id, self._slots, self._poll = executor_id, slots, poll
         self._held = held - clients
         # The tasks this stream handed the executor: those it resumed, and each assignment
-        # once written to the stream. A claim that committed as the stream ended, never
+        # once handed to the transport. A claim that committed as the stream ended, never
         # delivered, is given back when it ends (`goodbye`).
         self._delivered = set(self._held)
         self._claiming: asyncio.Future[claim_service_pb2.ClaimTaskResponse | None] | None = None
@@ -143,11 +143,14 @@ class ExecutorStream:
                 kind = message.WhichOneof("kind")
                 if kind == "assignment":
                     trace.hop("assignment.sent", job=message.assignment.job.id)
+                    # Delivered once handed to the transport: a stream that breaks as it goes
+                    # out cannot tell whether the executor got it (closed at the yield, this
+                    # generator never learns the write ended), so the lease stands. An
+                    # executor that got it resumes it; one that did not lets it lapse.
+                    self._delivered.add(message.assignment.task.id)
                 elif kind == "ack":
                     trace.hop("ack.sent", task=message.ack.task)
                 yield message
-                if kind == "assignment":
-                    self._delivered.add(message.assignment.task.id)
         finally:
             connected.dec()
             for task in tasks:

@@ -662,7 +662,9 @@ def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
 ) -> None:  # type: ignore[no-untyped-def]
     """gRPC closes a stream the executor reset at the message it is writing: the session
     ends with the call, the executor gone before the close returns, not left claiming
-    tasks for a stream nobody reads until the collector finds it."""
+    tasks for a stream nobody reads until the collector finds it. The assignment it was
+    writing may have reached the executor (nothing here can tell): its lease stands, for
+    the executor to resume, rather than being given back under it."""
     creator(resources={"machines": ["gpu-1"]})
     servicer = ClaimServicer(ClaimService(store, claims_config), poll_seconds=0.05)
     hello = claim_service_pb2.Hello(
@@ -677,6 +679,10 @@ def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
         with store.unit(write=False) as session:
             return list(session.scalars(sa.select(ExecutorRow.connected)))
 
+    def tasks() -> list[str]:
+        with store.unit(write=False) as session:
+            return list(session.scalars(sa.select(tables.TaskRow.status)))
+
     async def reset_at_the_assignment() -> list[bool]:
         context.principal_var.set(Principal(key_id="key_exe", org="acme", role="executor"))
         stream = servicer.Connect(requests(), None)  # type: ignore[arg-type]
@@ -687,6 +693,7 @@ def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
         return connected()
 
     assert asyncio.run(reset_at_the_assignment()) == [False]
+    assert tasks() == ["leased"]
 
 
 def test_the_executor_says_when_it_connects_and_when_it_reconnects(
