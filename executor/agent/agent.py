@@ -75,7 +75,9 @@ class Agent(ClientHosting):
         work = config.work_root / config.machine
         self.warm = WarmTrainer(config.trainer, work, trainer_env(work))
         self.connected = threading.Event()
-        self._welcomed = False  # a later welcome is a reconnection
+        # The id the last welcome gave: a later hello names it (`Hello.previous`), so what
+        # that session was leased and never got is given back.
+        self._executor_id = ""
         self._bases_read_at = time.monotonic()
         # The live session's outbox; None between sessions.
         self._outbox: queue.Queue[claim_service_pb2.ConnectRequest | None] | None = None
@@ -195,6 +197,7 @@ class Agent(ClientHosting):
                 claim_service_pb2.HeldLease(task=task, lease=lease)
                 for task, lease in self._abandoned
             ],
+            previous=self._executor_id,
         )
 
         def requests() -> Iterator[claim_service_pb2.ConnectRequest]:
@@ -299,14 +302,14 @@ class Agent(ClientHosting):
             # that it came back after a break) without reading metrics.
             log.info(
                 "%s to %s as executor %s (machine %s); %d tasks resumed, %d lost",
-                "reconnected" if self._welcomed else "connected",
+                "reconnected" if self._executor_id else "connected",
                 self.config.url,
                 welcome.executor_id,
                 self.config.machine,
                 len(welcome.resumed),
                 len(welcome.lost),
             )
-            self._welcomed = True
+            self._executor_id = welcome.executor_id
             with self._lock:
                 self._abandoned = []
                 self._remember()

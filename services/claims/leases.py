@@ -75,11 +75,25 @@ class Leases:
     # -- the executor's connection ---------------------------------------------------------
 
     def hello(
-        self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
+        self,
+        principal: Principal,
+        offer: Offer,
+        leases: Sequence[tuple[str, str]],
+        previous: str = "",
     ) -> tuple[str, list[str], list[str]]:
         """Register a connecting executor; sort the leases it still holds into those that
-        still stand (it goes on with them) and those that were lost."""
+        still stand (it goes on with them) and those that were lost. `previous`, its
+        session before a reconnect, is over: what was leased to it and is not named here
+        never reached the executor, and is given back."""
         check_platform(principal, offer.platform)
+        executor_id, resumed, lost = self._register(principal, offer, leases)
+        if previous:
+            self._retire(principal, previous, {task for task, _ in leases})
+        return executor_id, resumed, lost
+
+    def _register(
+        self, principal: Principal, offer: Offer, leases: Sequence[tuple[str, str]]
+    ) -> tuple[str, list[str], list[str]]:
         now = self._now()
         resumed, lost = [], []
         with self._db.unit() as session:
@@ -103,6 +117,15 @@ class Leases:
                 else:
                     lost.append(task_id)
             return executor.id, resumed, lost
+
+    def _retire(self, principal: Principal, previous: str, named: Collection[str]) -> None:
+        """End the executor's earlier session as its stream's end would have, keeping the
+        tasks it named; an id not its own (another key's session) ends nothing."""
+        with self._db.unit(write=False) as session:
+            row = store.executor(session, previous)
+            if row is None or (row.org, row.key_id) != (principal.org, principal.key_id):
+                return
+        self.goodbye(previous, named)
 
     def announce(self, executor_id: str, offer: Offer) -> None:
         with self._db.unit() as session:
@@ -134,9 +157,10 @@ class Leases:
         return store.retry(work)
 
     def goodbye(self, executor_id: str, delivered: Collection[str] = ()) -> int:
-        """The executor's stream ended. A task leased to it that the stream never
-        delivered (its claim committed as the stream was ending) is given back at once,
-        open for another claim, rather than held until its lease lapses; how many."""
+        """The executor's stream ended. A task leased to it that it never got (its claim
+        committed as the stream was ending, or, said at its reconnect, its assignment was
+        lost on the way) is given back at once, open for another claim, rather than held
+        until its lease lapses; how many."""
 
         def work() -> int:
             given = 0
@@ -155,7 +179,7 @@ class Leases:
                         task.lease_sha256, task.executor_id = "", ""
                         given += 1
             if given:
-                log.info("%d tasks claimed as a stream ended were given back", given)
+                log.info("%d tasks the executor never got were given back", given)
             return given
 
         return store.retry(work)

@@ -52,15 +52,17 @@ class ClaimService:
         offer: Offer,
         leases: Sequence[tuple[str, str]],
         abandoned: Sequence[tuple[str, str]] = (),
+        previous: str = "",
     ) -> tuple[str, list[str], list[str], set[str]]:
         """Register an executor; of the tasks and clients it names, those it goes on with,
         those it lost, and which of them are clients (an id with a client row). The tasks
-        an earlier process of it `abandoned` are lost at once."""
+        an earlier process of it `abandoned` are lost at once; those its `previous`
+        session was leased and it does not name are given back."""
         if abandoned:
             self.metrics.lease_expiries.inc(self.leases.abandon(principal, abandoned))
         clients = self.engines.among([held for held, _ in leases])
         tasks = [(t, lease) for t, lease in leases if t not in clients]
-        executor_id, resumed, lost = self.leases.hello(principal, offer, tasks)
+        executor_id, resumed, lost = self.leases.hello(principal, offer, tasks, previous)
         named = [(c, lease) for c, lease in leases if c in clients]
         if named or offer.clients:
             kept, gone = self.engines.resume(principal, executor_id, offer.machine, named)

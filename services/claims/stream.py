@@ -122,7 +122,7 @@ class ExecutorStream:
         leases = [(held.task, held.lease) for held in hello.leases]
         abandoned = [(held.task, held.lease) for held in hello.abandoned]
         executor_id, resumed, lost, clients = await asyncio.to_thread(
-            service.hello, principal, offer, leases, abandoned
+            service.hello, principal, offer, leases, abandoned, hello.previous
         )
         slots = max(1, hello.slots)
         stream = cls(service, principal, offer, executor_id, slots, set(resumed), clients, poll)
@@ -145,8 +145,9 @@ class ExecutorStream:
                     trace.hop("assignment.sent", job=message.assignment.job.id)
                     # Delivered once handed to the transport: a stream that breaks as it goes
                     # out cannot tell whether the executor got it (closed at the yield, this
-                    # generator never learns the write ended), so the lease stands. An
-                    # executor that got it resumes it; one that did not lets it lapse.
+                    # generator never learns the write ended), so the lease stands. At its
+                    # reconnect the executor names it if it got it; if not, the hello gives
+                    # it back (`Hello.previous`).
                     self._delivered.add(message.assignment.task.id)
                 elif kind == "ack":
                     trace.hop("ack.sent", task=message.ack.task)

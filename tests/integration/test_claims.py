@@ -657,6 +657,38 @@ def test_a_task_leased_as_its_stream_ended_is_given_back_at_once(
     assert service.claim(executor, offer, connected()) is None
 
 
+def test_a_task_whose_assignment_was_lost_on_the_way_is_given_back_at_the_reconnect(
+    creator, claims_config: Config, store: Store
+) -> None:  # type: ignore[no-untyped-def]
+    """A stream that broke as it wrote an assignment keeps its lease (the executor may
+    have got it). Reconnecting, the executor names its last session: a task leased there
+    that it does not name is given back at once, one it names goes on; another key's
+    session named ends nothing."""
+    creator(resources={"machines": ["gpu-1"]})
+    service = ClaimService(store, claims_config)
+    executor = Principal(key_id="key_exe", org="acme", role="executor")
+    offer = Offer.parse("gpu-1", False, ["fixture-tiny-llm"], ["cpu"], SUPPORTS)
+
+    first = service.hello(executor, offer, [])[0]
+    lost = eventually(
+        lambda: service.claim(executor, offer, first), lambda f: f is not None, "a claim"
+    )
+    service.goodbye(first, delivered={lost.task.id})  # written as the stream broke
+
+    stranger = Principal(key_id="key_other", org="acme", role="executor")
+    service.hello(stranger, offer, [], previous=first)
+    assert service.claim(executor, offer, service.hello(executor, offer, [])[0]) is None
+
+    second = service.hello(executor, offer, [], previous=first)[0]
+    again = service.claim(executor, offer, second)
+    assert again is not None and again.task.id == lost.task.id
+    service.goodbye(second, delivered={again.task.id})
+    held = [(again.task.id, again.task.lease)]
+    third, resumed, _, _ = service.hello(executor, offer, held, previous=second)
+    assert resumed == [again.task.id]
+    assert service.claim(executor, offer, third) is None
+
+
 def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
     creator, claims_config: Config, store: Store
 ) -> None:  # type: ignore[no-untyped-def]
@@ -697,10 +729,23 @@ def test_a_stream_closed_at_a_message_it_writes_ends_its_session_at_once(
 
 
 def test_the_executor_says_when_it_connects_and_when_it_reconnects(
-    claims_config: Config, store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    claims_config: Config,
+    store: Store,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each welcome is logged; the hello after a break names the session before it."""
     with store.unit() as session:
         secret = auth.create_key(session, org="acme", role="executor")[1]
+    previous: list[str] = []
+    hello = ClaimService.hello
+
+    def named(self, *args, **kw):  # type: ignore[no-untyped-def]
+        previous.append(args[4] if len(args) > 4 else kw.get("previous", ""))
+        return hello(self, *args, **kw)
+
+    monkeypatch.setattr(ClaimService, "hello", named)
     served = ServiceThread(lambda: build_claims(claims_config, store=store, port=0))
     port = served.service.port
     url = f"http://127.0.0.1:{port}"
@@ -721,6 +766,7 @@ def test_the_executor_says_when_it_connects_and_when_it_reconnects(
         served = ServiceThread(lambda: build_claims(claims_config, store=store, port=port))
         found = eventually(welcomes, lambda found: len(found) == 2, "a second welcome")
         assert found[1].startswith(f"reconnected to {url} as executor exe_")
+        assert previous == ["", first.split(" as executor ")[1].split()[0]]
     finally:
         agent.stop(drain_seconds=0)
         running.join(10)

@@ -128,7 +128,7 @@ class ConnectResponse(_message.Message):
     def __init__(self, assignment: _Optional[_Union[Assignment, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., grant: _Optional[_Union[StreamGrant, _Mapping]] = ..., welcome: _Optional[_Union[Welcome, _Mapping]] = ..., operation: _Optional[_Union[ClientOperation, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots", "clients", "abandoned")
+    __slots__ = ("machine", "platform", "bases", "devices", "supports", "leases", "slots", "clients", "abandoned", "previous")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
     BASES_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +138,7 @@ class Hello(_message.Message):
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     CLIENTS_FIELD_NUMBER: _ClassVar[int]
     ABANDONED_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
     machine: str
     platform: bool
     bases: _containers.RepeatedScalarFieldContainer[str]
@@ -147,7 +148,8 @@ class Hello(_message.Message):
     slots: int
     clients: int
     abandoned: _containers.RepeatedCompositeFieldContainer[HeldLease]
-    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ..., clients: _Optional[int] = ..., abandoned: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ...) -> None: ...
+    previous: str
+    def __init__(self, machine: _Optional[str] = ..., platform: _Optional[bool] = ..., bases: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., supports: _Optional[_Union[_task_pb2.Supports, _Mapping]] = ..., leases: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., slots: _Optional[int] = ..., clients: _Optional[int] = ..., abandoned: _Optional[_Iterable[_Union[HeldLease, _Mapping]]] = ..., previous: _Optional[str] = ...) -> None: ...
 
 class Announcement(_message.Message):
     __slots__ = ("bases",)
