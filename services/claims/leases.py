@@ -88,7 +88,7 @@ class Leases:
         check_platform(principal, offer.platform)
         executor_id, resumed, lost = self._register(principal, offer, leases)
         if previous:
-            self._retire(principal, previous, {task for task, _ in leases})
+            self.goodbye(previous, {task for task, _ in leases}, owner=principal)
         return executor_id, resumed, lost
 
     def _register(
@@ -117,15 +117,6 @@ class Leases:
                 else:
                     lost.append(task_id)
             return executor.id, resumed, lost
-
-    def _retire(self, principal: Principal, previous: str, named: Collection[str]) -> None:
-        """End the executor's earlier session as its stream's end would have, keeping the
-        tasks it named; an id not its own (another key's session) ends nothing."""
-        with self._db.unit(write=False) as session:
-            row = store.executor(session, previous)
-            if row is None or (row.org, row.key_id) != (principal.org, principal.key_id):
-                return
-        self.goodbye(previous, named)
 
     def announce(self, executor_id: str, offer: Offer) -> None:
         with self._db.unit() as session:
@@ -156,16 +147,23 @@ class Leases:
 
         return store.retry(work)
 
-    def goodbye(self, executor_id: str, delivered: Collection[str] = ()) -> int:
+    def goodbye(
+        self, executor_id: str, delivered: Collection[str] = (), *, owner: Principal | None = None
+    ) -> int:
         """The executor's stream ended. A task leased to it that it never got (its claim
         committed as the stream was ending, or, said at its reconnect, its assignment was
         lost on the way) is given back at once, open for another claim, rather than held
-        until its lease lapses; how many."""
+        until its lease lapses; how many. With `owner` (the executor saying so at its
+        reconnect), a session another key opened ends nothing."""
 
         def work() -> int:
             given = 0
             with self._db.unit() as session:
                 row = store.executor(session, executor_id)
+                if owner is not None and (
+                    row is None or (row.org, row.key_id) != (owner.org, owner.key_id)
+                ):
+                    return 0
                 if row is not None:
                     row.connected, row.last_seen = False, self._now()
                 for found in store.leased_to(session, executor_id):
