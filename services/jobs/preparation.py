@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
 from services.core import errors, lifecycle, retention, trace
+from services.core.object_tables import ObjectRow
 from services.core.states import JobStatus
 from services.core.store import Store, retrying, utcnow
 from services.core.tables import JobRow
@@ -106,8 +107,14 @@ class Preparation:
             with contextlib.suppress(errors.DomainError, datasets.DatasetError):
                 snapshot = self._snapshot(job, row.org, kind)
             if snapshot is not None:
-                snapshots.add_snapshot(session, row.org, snapshot, utcnow())
-                verified = self._verify(session, row, snapshot, created=created)
+                kept, listed = (
+                    snapshots.stored_and_listed(session, row.org, snapshot.sha256)
+                    if self._snapshots is not None
+                    else (None, False)
+                )
+                if not listed:
+                    snapshots.add_snapshot(session, row.org, snapshot, utcnow())
+                verified = self._verify(session, row, snapshot, kept, created=created)
         return Taken(row.id, row.org, job, kind, snapshot, verified)
 
     def finish(self, taken: Taken) -> None:
@@ -161,16 +168,23 @@ class Preparation:
             row = store.job_by_id(session, job_id, lock=True)
             if row is None or row.status != JobStatus.PREPARING:
                 return True  # cancelled meanwhile: the snapshot stays, unused
-            return self._verify(session, row, snapshot)
+            kept = lifecycle.stored_object(session, org, snapshot.sha256)
+            return self._verify(session, row, snapshot, kept)
 
     def _verify(
-        self, session: Session, row: JobRow, snapshot: datasets.Snapshot, *, created: bool = False
+        self,
+        session: Session,
+        row: JobRow,
+        snapshot: datasets.Snapshot,
+        kept: ObjectRow | None,
+        *,
+        created: bool = False,
     ) -> bool:
         """In the unit that holds the preparing job's row (`created`: the unit that made
-        it), its snapshot's rows added: the snapshot verified, the job holding its object;
-        False, with nothing verified, when the org does not store the bytes yet."""
+        it), its snapshot's rows added and `kept`, the org's stored object of its bytes,
+        locked: the snapshot verified, the job holding its object; False, with nothing
+        verified, when the org does not store the bytes yet."""
         if self._snapshots is not None:
-            kept = lifecycle.stored_object(session, row.org, snapshot.sha256)
             if kept is None:
                 return False
             lifecycle.hold(

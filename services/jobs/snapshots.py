@@ -10,12 +10,33 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from services.core.object_tables import ObjectRow
+from services.core.states import ObjectStatus
 from services.core.tables import SnapshotItemRow, SnapshotRow
 from trainyard.training import datasets
 
 
 def snapshot(session: Session, org: str, sha256: str) -> SnapshotRow | None:
     return session.get(SnapshotRow, (org, sha256))
+
+
+def stored_and_listed(session: Session, org: str, sha256: str) -> tuple[ObjectRow | None, bool]:
+    """For a job on rows the org trained on before: its object holding the snapshot's
+    bytes, locked as `lifecycle.stored_object` locks it (None unless stored), and whether
+    the snapshot's rows are kept, in one statement rather than two reads. Without the
+    object, the rows are not looked for (False: `add_snapshot` reads them then)."""
+    listed = sa.exists().where(
+        SnapshotRow.org == ObjectRow.org, SnapshotRow.sha256 == ObjectRow.sha256
+    )
+    found = session.execute(
+        sa.select(ObjectRow, listed)
+        .where(ObjectRow.org == org, ObjectRow.sha256 == sha256)
+        .with_for_update(of=ObjectRow)
+    ).one_or_none()
+    if found is None:
+        return None, False
+    row, kept = found
+    return (row if row.status == ObjectStatus.STORED else None), bool(kept)
 
 
 def _like(search: str) -> str:

@@ -226,6 +226,15 @@ def test_twenty_racing_identical_creates_make_one_job(acme: Api) -> None:
     assert listed.total_size == 1
 
 
+def test_racing_creates_each_take_the_next_number(acme: Api) -> None:
+    """Each create counts and numbers under its org's lock (on PostgreSQL the lock and the
+    read go to the server together): racing creates number 1, 2, 3… with none repeated."""
+    numbers: list[int] = []
+    failures = race(*[lambda: numbers.append(acme.create(FIXTURE).number)] * 12)
+    assert failures == []
+    assert sorted(numbers) == list(range(1, 13))
+
+
 def test_a_job_reads_back_its_own_labels_beside_another_org_s_same_config(
     acme: Api, globex: Api
 ) -> None:
