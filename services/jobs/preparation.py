@@ -168,7 +168,11 @@ class Preparation:
             row = store.job_by_id(session, job_id, lock=True)
             if row is None or row.status != JobStatus.PREPARING:
                 return True  # cancelled meanwhile: the snapshot stays, unused
-            kept = lifecycle.stored_object(session, org, snapshot.sha256)
+            kept = (
+                lifecycle.stored_object(session, org, snapshot.sha256)
+                if self._snapshots is not None
+                else None
+            )
             return self._verify(session, row, snapshot, kept)
 
     def _verify(
